@@ -1,0 +1,1 @@
+"""Evidence views: every arm is `select(question, memory) -> Evidence`."""

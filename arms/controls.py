@@ -1,0 +1,124 @@
+"""Controls that perturb one factor of CMC's read at a time (paper 4.1, B.1, G).
+
+- prior read + refresh: choose keys by traversing the constructed prior graph, then
+  refresh each selected key to its current record (selection before resolution);
+- stale closure: CMC's keys exactly, each with its previous differing value where one
+  exists (version choice within fixed keys);
+- disjoint random: current keys outside CMC's, same cardinality, token count matched as
+  closely as a seeded swap search gets it (negative control);
+- no context: the reader sees no evidence at all.
+"""
+from __future__ import annotations
+
+import bisect
+import random
+from typing import Any
+
+from arms.base import RenderingArm, edge_trace
+from arms.cmc import CMCArm, GraphRead
+from cmc.evidence import Evidence
+from cmc.graph import Edge, Memory
+from cmc.records import Question
+from cmc.render import DEFAULT_BUDGET_CHARS
+from cmc.traverse import traverse
+
+
+class PriorReadRefresh(GraphRead):
+    def __init__(self, name: str = "prior_read_refresh", **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+
+    def edges(self, anchors: tuple[str, ...], memory: Memory) -> tuple[list[Edge], dict[str, Any]]:
+        prior = traverse(memory.prior, anchors, self.max_hops)
+        refreshed = [memory.current.edges[e.key] for e, _ in prior]
+        changed = sum(1 for (old, _), new in zip(prior, refreshed) if old.pos != new.pos)
+        return refreshed, {"prior_edges": edge_trace(prior), "refreshed": changed}
+
+
+class StaleClosure(CMCArm):
+    def __init__(self, name: str = "stale_closure", **kwargs: Any) -> None:
+        super().__init__(name, **kwargs)
+
+    def edges(self, anchors: tuple[str, ...], memory: Memory) -> tuple[list[Edge], dict[str, Any]]:
+        selected = self.closure(anchors, memory)
+        stale, substitutions = [], []
+        for edge, _ in selected:
+            previous = memory.previous_value(edge.key)
+            stale.append(previous or edge)
+            if previous is not None:
+                substitutions.append([edge.subject, edge.relation, edge.pos, previous.pos])
+        return stale, {"edges": edge_trace(selected), "substitutions": substitutions}
+
+
+def record_tokens(memory: Memory, pos: int) -> int:
+    """Reader-agnostic size of one rendered record: whitespace tokens of 'N. text'."""
+    return len(memory.history.record(pos).line().split())
+
+
+class DisjointRandom(RenderingArm):
+    """Current keys CMC did not select, as many as CMC selected, near CMC's token count."""
+
+    def __init__(
+        self,
+        reference: CMCArm,
+        seed: int = 20260907,
+        name: str = "disjoint_random",
+        budget_chars: int | None = DEFAULT_BUDGET_CHARS,
+    ) -> None:
+        super().__init__(name, budget_chars)
+        self.reference = reference
+        self.seed = seed
+
+    def select(self, question: Question, memory: Memory) -> Evidence:
+        anchors = memory.anchors.anchors(question.text)
+        taken = {e.key for e, _ in self.reference.closure(anchors, memory)}
+        pool = [e for key, e in memory.current.edges.items() if key not in taken]
+        rng = random.Random(f"{self.seed}:{question.qid}")
+        chosen = rng.sample(range(len(pool)), min(len(taken), len(pool)))
+        target = sum(record_tokens(memory, memory.current.edges[k].pos) for k in taken)
+        sizes = [record_tokens(memory, e.pos) for e in pool]
+        chosen = match_token_total(chosen, sizes, target)
+        positions = sorted(pool[i].pos for i in chosen) + list(memory.unresolved)
+        achieved = sum(sizes[i] for i in chosen)
+        trace = {"anchors": list(anchors), "keys": len(chosen), "reference_keys": len(taken),
+                 "target_tokens": target, "tokens": achieved}
+        return self.finish(question, memory, positions, trace)
+
+
+def match_token_total(chosen: list[int], sizes: list[int], target: int) -> list[int]:
+    """Swap chosen items for unchosen ones while that brings the size total closer to target.
+
+    Deterministic given the seeded start: each pass visits chosen items in order and takes
+    the unchosen size nearest the ideal replacement (smallest index among equals).
+    """
+    chosen = list(chosen)
+    selected = set(chosen)
+    by_size = sorted((sizes[i], i) for i in range(len(sizes)) if i not in selected)
+    total = sum(sizes[i] for i in chosen)
+    improved = True
+    while improved and total != target:
+        improved = False
+        for slot, item in enumerate(chosen):
+            gap = total - target
+            want = sizes[item] - gap
+            at = bisect.bisect_left(by_size, (want, -1))
+            candidates = [by_size[j] for j in (at - 1, at) if 0 <= j < len(by_size)]
+            if not candidates:
+                continue
+            size, new = min(candidates, key=lambda c: (abs(c[0] - want), c[1]))
+            if abs(total - sizes[item] + size - target) < abs(gap):
+                by_size.remove((size, new))
+                bisect.insort(by_size, (sizes[item], item))
+                chosen[slot] = new
+                total += size - sizes[item]
+                improved = True
+                if total == target:
+                    break
+    return chosen
+
+
+class NoContext(RenderingArm):
+    def __init__(self, name: str = "no_context") -> None:
+        super().__init__(name, None)
+
+    def select(self, question: Question, memory: Memory) -> Evidence:
+        return Evidence(question.qid, self.name, (), "", False, {"truncated": False, "dropped": 0})

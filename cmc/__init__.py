@@ -1,0 +1,1 @@
+"""Contract Memory Compiler: resolve updates first, then traverse."""

@@ -1,0 +1,36 @@
+"""The evidence an arm hands the reader, and its packet form on disk.
+
+Packets keep positions, size and a hash of the text rather than the text itself: the
+history plus the positions rebuild it exactly, and packets stay small enough to commit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cmc.io import sha256_text
+
+
+@dataclass(frozen=True)
+class Evidence:
+    question_id: str
+    arm: str
+    positions: tuple[int, ...]
+    text: str
+    truncated: bool
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
+    def packet(self) -> dict[str, Any]:
+        return {
+            "question_id": self.question_id,
+            "arm": self.arm,
+            "positions": list(self.positions),
+            "chars": self.chars,
+            "sha256": sha256_text(self.text),
+            "truncated": self.truncated,
+            "trace": self.trace,
+        }

@@ -1,0 +1,90 @@
+"""Ordered memory histories and the questions asked of them.
+
+A History is the immutable, serially numbered stream a memory is built from. Parsing is
+strict because every downstream stage trusts the serial numbers as the version order.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from cmc.errors import DataError
+
+_NUMBERED_LINE = re.compile(r"(\d+)\. (.*)\Z", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One original memory line: its serial number as written and its text."""
+
+    pos: int
+    text: str
+
+    def line(self) -> str:
+        return f"{self.pos}. {self.text}"
+
+
+@dataclass(frozen=True)
+class History:
+    """An ordered stream of records under a fixed header line."""
+
+    history_id: str
+    header: str
+    records: tuple[Record, ...]
+    _by_pos: dict[int, Record] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        previous = None
+        for record in self.records:
+            if previous is not None and record.pos <= previous:
+                kind = "duplicate" if record.pos == previous else "decreasing"
+                raise DataError(
+                    f"history {self.history_id!r}: {kind} serial number {record.pos} "
+                    f"after {previous}; serials must be unique and increasing"
+                )
+            previous = record.pos
+        object.__setattr__(self, "_by_pos", {r.pos: r for r in self.records})
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    def record(self, pos: int) -> Record:
+        try:
+            return self._by_pos[pos]
+        except KeyError:
+            raise DataError(f"history {self.history_id!r} has no record {pos}") from None
+
+    @classmethod
+    def parse(cls, history_id: str, context: str, *, source: str = "<context>") -> "History":
+        """Parse 'header\\nN. text\\n...' exactly; any other line shape is an error."""
+        lines = context.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if not lines:
+            raise DataError(f"{source}: empty context for history {history_id!r}")
+        header, body = lines[0], lines[1:]
+        records = []
+        for offset, line in enumerate(body, start=2):
+            match = _NUMBERED_LINE.match(line)
+            if match is None:
+                raise DataError(
+                    f"{source}: history {history_id!r} line {offset} is not a numbered "
+                    f"record ('N. text'): {line[:80]!r}"
+                )
+            records.append(Record(int(match.group(1)), match.group(2)))
+        return cls(history_id, header, tuple(records))
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question about one history; its answer lives in the label store, never here."""
+
+    qid: str
+    text: str
+    history_id: str
+    hop: str  # "sh" | "mh"
+    length: str  # e.g. "6k", "262k"

@@ -1,0 +1,87 @@
+"""MemoryAgentBench FactConsolidation (Conflict_Resolution split) as histories + questions.
+
+The sh and mh rows of one length share one context; they become one History so that it is
+compiled once. Answers are read only by `load_labels`, which the evidence stage never calls.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from cmc.errors import DataError
+from cmc.records import History, Question
+from cmc.sources import Dataset
+from cmc.sources.pinned import fetch_pinned
+
+_SOURCE = re.compile(r"factconsolidation_(sh|mh)_(\d+k)\Z")
+REQUIRED_COLUMNS = ("context", "questions", "answers", "metadata")
+
+
+class FactConsolidation:
+    def __init__(
+        self,
+        path: str | None,
+        sha256: str,
+        hub_repo: str,
+        hub_revision: str,
+        hub_filename: str,
+        name: str = "factconsolidation",
+    ) -> None:
+        self.name = name
+        self._pin = dict(local=path, sha256=sha256, hub_repo=hub_repo, hub_revision=hub_revision, hub_filename=hub_filename)
+        self._rows: list[dict[str, Any]] | None = None
+        self.path: Path | None = None
+
+    def _read(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self.path = fetch_pinned(**self._pin)
+            table = pq.read_table(self.path)
+            missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+            if missing:
+                raise DataError(f"{self.path}: missing column(s) {missing}; found {table.column_names}")
+            self._rows = table.select(list(REQUIRED_COLUMNS)).to_pylist()
+        return self._rows
+
+    def _row_fields(self, index: int, row: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
+        where = f"{self.path}: row {index}"
+        metadata = row["metadata"] or {}
+        source, ids = metadata.get("source"), metadata.get("qa_pair_ids")
+        match = _SOURCE.match(source or "")
+        if match is None:
+            raise DataError(f"{where}: metadata.source {source!r} is not factconsolidation_{{sh|mh}}_{{N}}k")
+        questions, answers = row["questions"], row["answers"]
+        if not ids or not (len(ids) == len(questions) == len(answers)):
+            raise DataError(f"{where}: metadata.qa_pair_ids, questions and answers differ in length")
+        if not isinstance(row["context"], str):
+            raise DataError(f"{where}: context is not a string")
+        return match.group(1), match.group(2), ids, questions
+
+    def load(self) -> Dataset:
+        rows = self._read()
+        parsed = [self._row_fields(i, row) for i, row in enumerate(rows)]
+        contexts_by_length: dict[str, set[str]] = {}
+        for (_, length, _, _), row in zip(parsed, rows):
+            contexts_by_length.setdefault(length, set()).add(row["context"])
+        histories: dict[str, History] = {}
+        questions: list[Question] = []
+        for index, ((hop, length, ids, texts), row) in enumerate(zip(parsed, rows)):
+            shared = len(contexts_by_length[length]) == 1
+            history_id = f"{self.name}_{length}" if shared else f"{self.name}_{hop}_{length}"
+            if history_id not in histories:
+                histories[history_id] = History.parse(history_id, row["context"], source=f"{self.path}: row {index}")
+            questions.extend(Question(qid, text, history_id, hop, length) for qid, text in zip(ids, texts))
+        if len({q.qid for q in questions}) != len(questions):
+            raise DataError(f"{self.path}: qa_pair_ids are not unique")
+        return Dataset(self.name, histories, tuple(questions))
+
+    def load_labels(self) -> dict[str, tuple[str, ...]]:
+        """Gold answers by question id. Only label-opening stages may call this."""
+        labels: dict[str, tuple[str, ...]] = {}
+        for index, row in enumerate(self._read()):
+            _, _, ids, _ = self._row_fields(index, row)
+            for qid, answer in zip(ids, row["answers"]):
+                labels[qid] = tuple(answer)
+        return labels
