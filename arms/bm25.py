@@ -15,11 +15,12 @@ from scipy import sparse
 
 
 class BM25Okapi:
-    """Same parameters and idf flooring as rank_bm25.BM25Okapi (k1=1.5, b=0.75, eps=0.25)."""
+    """Same parameters and idf flooring as rank_bm25.BM25Okapi (k1=1.5, b=0.75, eps=0.25).
+
+    Unlike rank_bm25, an empty corpus (a history without facts) is allowed: it scores
+    every query as an empty array."""
 
     def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25) -> None:
-        if not corpus:
-            raise ValueError("BM25 needs at least one document")
         self.vocab: dict[str, int] = {}
         rows, cols, tfs = [], [], []
         doc_len = np.empty(len(corpus), dtype=np.float64)
@@ -33,9 +34,9 @@ class BM25Okapi:
         tf = np.asarray(tfs, dtype=np.float64)
         df = np.bincount(cols, minlength=len(self.vocab)).astype(np.float64)
         idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
-        floor = epsilon * (idf.sum() / len(idf))
-        idf[idf < 0] = floor
-        avgdl = doc_len.sum() / n_docs
+        if len(idf):
+            idf[idf < 0] = epsilon * idf.mean()
+        avgdl = doc_len.sum() / max(n_docs, 1)
         norm = k1 * (1 - b + b * doc_len[rows] / avgdl)
         weights = idf[cols] * tf * (k1 + 1) / (tf + norm)
         self.matrix = sparse.csc_matrix((weights, (rows, cols)), shape=(n_docs, len(self.vocab)))

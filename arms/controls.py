@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import bisect
 import random
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 from arms.base import RenderingArm, edge_trace
 from arms.cmc import CMCArm, GraphRead
@@ -54,6 +55,22 @@ def record_tokens(memory: Memory, pos: int) -> int:
     return len(memory.history.record(pos).line().split())
 
 
+@dataclass(frozen=True)
+class KeySizes:
+    """Current edges in key order with their token sizes, sorted once per memory."""
+
+    edges: tuple[Edge, ...]
+    index: dict[tuple[str, str], int]
+    sizes: tuple[int, ...]
+    by_size: tuple[tuple[int, int], ...]  # (size, edge index), ascending
+
+
+def build_key_sizes(memory: Memory) -> KeySizes:
+    edges = tuple(memory.current.edges.values())
+    sizes = tuple(record_tokens(memory, e.pos) for e in edges)
+    return KeySizes(edges, {e.key: i for i, e in enumerate(edges)}, sizes, tuple(sorted((s, i) for i, s in enumerate(sizes))))
+
+
 class DisjointRandom(RenderingArm):
     """Current keys CMC did not select, as many as CMC selected, near CMC's token count."""
 
@@ -69,30 +86,31 @@ class DisjointRandom(RenderingArm):
         self.seed = seed
 
     def select(self, question: Question, memory: Memory) -> Evidence:
+        keys = memory.derived("key_sizes", build_key_sizes)
         anchors = memory.anchors.anchors(question.text)
-        taken = {e.key for e, _ in self.reference.closure(anchors, memory)}
-        pool = [e for key, e in memory.current.edges.items() if key not in taken]
+        taken = {keys.index[e.key] for e, _ in self.reference.closure(anchors, memory)}
+        pool = [i for i in range(len(keys.edges)) if i not in taken]
         rng = random.Random(f"{self.seed}:{question.qid}")
-        chosen = rng.sample(range(len(pool)), min(len(taken), len(pool)))
-        target = sum(record_tokens(memory, memory.current.edges[k].pos) for k in taken)
-        sizes = [record_tokens(memory, e.pos) for e in pool]
-        chosen = match_token_total(chosen, sizes, target)
-        positions = sorted(pool[i].pos for i in chosen) + list(memory.unresolved)
-        achieved = sum(sizes[i] for i in chosen)
+        chosen = rng.sample(pool, min(len(taken), len(pool)))
+        target = sum(keys.sizes[i] for i in taken)
+        chosen = match_token_total(chosen, keys.sizes, keys.by_size, target, excluded=taken)
+        positions = sorted(keys.edges[i].pos for i in chosen) + list(memory.unresolved)
         trace = {"anchors": list(anchors), "keys": len(chosen), "reference_keys": len(taken),
-                 "target_tokens": target, "tokens": achieved}
+                 "target_tokens": target, "tokens": sum(keys.sizes[i] for i in chosen)}
         return self.finish(question, memory, positions, trace)
 
 
-def match_token_total(chosen: list[int], sizes: list[int], target: int) -> list[int]:
+def match_token_total(
+    chosen: list[int], sizes: Sequence[int], by_size: Iterable[tuple[int, int]], target: int, excluded: set[int]
+) -> list[int]:
     """Swap chosen items for unchosen ones while that brings the size total closer to target.
 
     Deterministic given the seeded start: each pass visits chosen items in order and takes
     the unchosen size nearest the ideal replacement (smallest index among equals).
     """
     chosen = list(chosen)
-    selected = set(chosen)
-    by_size = sorted((sizes[i], i) for i in range(len(sizes)) if i not in selected)
+    blocked = excluded | set(chosen)
+    free = [pair for pair in by_size if pair[1] not in blocked]
     total = sum(sizes[i] for i in chosen)
     improved = True
     while improved and total != target:
@@ -100,14 +118,14 @@ def match_token_total(chosen: list[int], sizes: list[int], target: int) -> list[
         for slot, item in enumerate(chosen):
             gap = total - target
             want = sizes[item] - gap
-            at = bisect.bisect_left(by_size, (want, -1))
-            candidates = [by_size[j] for j in (at - 1, at) if 0 <= j < len(by_size)]
+            at = bisect.bisect_left(free, (want, -1))
+            candidates = [free[j] for j in (at - 1, at) if 0 <= j < len(free)]
             if not candidates:
                 continue
             size, new = min(candidates, key=lambda c: (abs(c[0] - want), c[1]))
             if abs(total - sizes[item] + size - target) < abs(gap):
-                by_size.remove((size, new))
-                bisect.insort(by_size, (sizes[item], item))
+                free.remove((size, new))
+                bisect.insort(free, (sizes[item], item))
                 chosen[slot] = new
                 total += size - sizes[item]
                 improved = True

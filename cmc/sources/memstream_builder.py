@@ -1,0 +1,445 @@
+"""MQuAKE-MemStream: ordered memory streams built from MQuAKE-Remastered CF-3k cases.
+
+Appendix F of the paper fixes the construction; this module is its one executable reading so
+that anyone holding the released file rebuilds the dataset byte for byte. It is a pure
+library (read cases, build pools, audit, write); `scripts/build_memstream.py` is its CLI.
+
+Generator protocol (the only source of randomness, documented in the data card): one
+`random.Random(seed)` per build. For each pool in order it (1) shuffles the pool's pre-edit
+block, (2) shuffles its post-edit block, then (3) for each case in released order draws
+`rng.choice` over the case's `new_single_hops` list (the sampled single-hop question).
+Before shuffling, each block lists cases in released order and, within a case, its hops in
+released order followed by its requested rewrites in released order.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from cmc.errors import DataError
+from cmc.frontends.grammar import GrammarFrontend
+from cmc.io import atomic_write_text, sha256_file, write_jsonl
+from cmc.normalize import entity_key
+
+PROTOCOL = "mquake-memstream/1"
+HEADER = "Here is a list of facts:"
+NAME = "mquake_memstream"
+# The public pin (../shared/data/README.md). A file carrying the pinned name must match it.
+PIN: Mapping[str, Any] = {
+    "hub_repo": "henryzhongsc/MQuAKE-Remastered",
+    "revision": "b54712d4b464d7e2d4edccd4022f95ddbcb719e7",
+    "filename": "data/CF3k-00000-of-00001.parquet",
+    "bytes": 1405488,
+    "sha256": "12c8bc1fe1a5e6b9edc15e2348898a92b4c6b50f6a0693793239af9c0cf9eee0",
+}
+DEFAULTS = {"cases": 800, "pool_size": 100, "seed": 20260907, "hops": 2}
+
+
+# --- cases: one internal form for both released layouts ------------------------------------
+
+@dataclass(frozen=True)
+class Hop:
+    question: str
+    cloze: str
+    answer: str
+    aliases: tuple[str, ...]
+
+    def assertion(self) -> str:
+        return f"{self.cloze} {self.answer}."
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    subject: str
+    prompt: str  # "{} is a citizen of"
+    target_true: str
+    target_new: str
+
+    def assertion(self, target: str) -> str:
+        return f"{self.prompt.format(self.subject)} {target}."
+
+
+@dataclass(frozen=True)
+class Case:
+    case_id: int
+    question: str  # the first released composite question
+    new_answer: str
+    new_answer_alias: tuple[str, ...]
+    single_hops: tuple[Hop, ...]
+    new_single_hops: tuple[Hop, ...]
+    rewrites: tuple[Rewrite, ...]
+
+
+def _text(obj: Mapping[str, Any], field: str, where: str) -> str:
+    value = obj.get(field)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: field {field!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _aliases(obj: Mapping[str, Any], field: str, where: str) -> tuple[str, ...]:
+    value = obj.get(field)
+    value = [] if value is None else value
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        raise DataError(f"{where}: field {field!r} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _target(item: Mapping[str, Any], name: str, where: str) -> str:
+    """GitHub JSON nests `target_new: {str, id}`; the hub parquet flattens `target_new_str`."""
+    nested = item.get(name)
+    if isinstance(nested, Mapping):
+        return _text(nested, "str", f"{where}.{name}")
+    return _text(item, f"{name}_str", where)
+
+
+def _hops(raw: Mapping[str, Any], field: str, where: str) -> tuple[Hop, ...]:
+    items = raw.get(field)
+    if not isinstance(items, (list, tuple)) or not items:
+        raise DataError(f"{where}: {field!r} must be a non-empty list")
+    return tuple(
+        Hop(_text(h, "question", f"{where}.{field}[{i}]"), _text(h, "cloze", f"{where}.{field}[{i}]"),
+            _text(h, "answer", f"{where}.{field}[{i}]"), _aliases(h, "answer_alias", f"{where}.{field}[{i}]"))
+        for i, h in enumerate(items)
+    )
+
+
+def _rewrites(raw: Mapping[str, Any], where: str) -> tuple[Rewrite, ...]:
+    items = raw.get("requested_rewrite")
+    if not isinstance(items, (list, tuple)) or not items:
+        raise DataError(f"{where}: 'requested_rewrite' must be a non-empty list")
+    out = []
+    for i, item in enumerate(items):
+        at = f"{where}.requested_rewrite[{i}]"
+        prompt = _text(item, "prompt", at)
+        if prompt.count("{}") != 1:
+            raise DataError(f"{at}: prompt must hold exactly one '{{}}' subject slot: {prompt!r}")
+        out.append(Rewrite(_text(item, "subject", at), prompt, _target(item, "target_true", at), _target(item, "target_new", at)))
+    return tuple(out)
+
+
+def normalize_case(raw: Mapping[str, Any], where: str) -> Case:
+    """Either layout in, one Case out; anything missing or mistyped is a DataError."""
+    case_id = raw.get("case_id")
+    if isinstance(case_id, bool) or not isinstance(case_id, int):
+        raise DataError(f"{where}: case_id must be an integer, got {case_id!r}")
+    where = f"{where} (case_id {case_id})"
+    questions = raw.get("questions")
+    if not isinstance(questions, (list, tuple)) or not questions or not isinstance(questions[0], str):
+        raise DataError(f"{where}: 'questions' must be a non-empty list of strings")
+    single, new = _hops(raw, "single_hops", where), _hops(raw, "new_single_hops", where)
+    if len(single) != len(new):
+        raise DataError(f"{where}: {len(single)} single_hops but {len(new)} new_single_hops")
+    return Case(case_id, questions[0], _text(raw, "new_answer", where), _aliases(raw, "new_answer_alias", where),
+                single, new, _rewrites(raw, where))
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    layout: str  # "github-json" | "hub-parquet"
+    sha256: str
+    pinned: bool
+    cases: tuple[Case, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": self.path, "layout": self.layout, "sha256": self.sha256, "pinned": self.pinned,
+                "pin": dict(PIN), "cases_in_file": len(self.cases)}
+
+
+def load_source(path: str | os.PathLike[str], require_pin: bool = False) -> Source:
+    """Read and verify a CF-3k file. A file named like the pinned one must carry its hash;
+    any other file is accepted (for fixtures and other releases) but marked unpinned."""
+    where = Path(path)
+    if not where.is_file():
+        raise DataError(f"{where}: no such file")
+    digest = sha256_file(where)
+    pinned = digest == PIN["sha256"]
+    if not pinned and (where.name == Path(PIN["filename"]).name or require_pin):
+        raise DataError(f"{where}: sha256 {digest} does not match the pinned CF-3k file "
+                        f"({PIN['hub_repo']}@{PIN['revision']}/{PIN['filename']}, sha256 {PIN['sha256']})")
+    if where.suffix == ".parquet":
+        layout, rows = "hub-parquet", pq.read_table(where).to_pylist()
+    elif where.suffix == ".json":
+        layout = "github-json"
+        try:
+            rows = json.loads(where.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise DataError(f"{where}: cannot read JSON cases: {exc}") from exc
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise DataError(f"{where}: expected a JSON list of case objects")
+    else:
+        raise DataError(f"{where}: unknown layout; expected .json (GitHub) or .parquet (hub)")
+    cases = tuple(normalize_case(row, f"{where}: case #{i}") for i, row in enumerate(rows))
+    seen: set[int] = set()
+    for case in cases:
+        if case.case_id in seen:
+            raise DataError(f"{where}: duplicate case_id {case.case_id}")
+        seen.add(case.case_id)
+    return Source(str(path), layout, digest, pinned, cases)
+
+
+# --- pools: blocks, shuffles, serial numbers --------------------------------------------------
+
+@dataclass(frozen=True)
+class Assertion:
+    """One stream line and where it came from, so audits can name the overwriting record."""
+
+    text: str
+    case_id: int
+    block: str  # "pre" | "post"
+    origin: str  # "hop" | "rewrite"
+    index: int  # position in the case's hop or rewrite list
+
+    def describe(self, pos: int) -> dict[str, Any]:
+        return {"pos": pos, "text": self.text, "case_id": self.case_id, "block": self.block,
+                "origin": self.origin, "index": self.index}
+
+
+def pre_block(case: Case) -> list[Assertion]:
+    """Released pre-edit facts: hops then rewrites with the old target. This unshuffled order
+    is part of the protocol, since the shuffle permutes positions."""
+    hops = [Assertion(h.assertion(), case.case_id, "pre", "hop", i) for i, h in enumerate(case.single_hops)]
+    return hops + [Assertion(r.assertion(r.target_true), case.case_id, "pre", "rewrite", i) for i, r in enumerate(case.rewrites)]
+
+
+def post_block(case: Case) -> list[Assertion]:
+    """Released post-edit facts: new hops then rewrites with the new target (duplicates kept)."""
+    hops = [Assertion(h.assertion(), case.case_id, "post", "hop", i) for i, h in enumerate(case.new_single_hops)]
+    return hops + [Assertion(r.assertion(r.target_new), case.case_id, "post", "rewrite", i) for i, r in enumerate(case.rewrites)]
+
+
+@dataclass(frozen=True)
+class Pool:
+    index: int
+    cases: tuple[Case, ...]
+    records: tuple[Assertion, ...]  # the serial number of a record is its position here
+    sampled: tuple[int, ...]  # per case, the index of its sampled new_single_hops question
+
+    def context(self) -> str:
+        return HEADER + "\n" + "".join(f"{pos}. {a.text}\n" for pos, a in enumerate(self.records))
+
+
+def make_pools(cases: Sequence[Case], pool_size: int, rng: random.Random) -> list[Pool]:
+    """Consecutive pools in released order; the generator protocol of the module docstring."""
+    if pool_size < 1:
+        raise DataError(f"pool size must be positive, got {pool_size}")
+    pools = []
+    for index, start in enumerate(range(0, len(cases), pool_size)):
+        members = tuple(cases[start:start + pool_size])
+        pre = [a for case in members for a in pre_block(case)]
+        post = [a for case in members for a in post_block(case)]
+        rng.shuffle(pre)
+        rng.shuffle(post)
+        sampled = tuple(rng.choice(range(len(case.new_single_hops))) for case in members)
+        pools.append(Pool(index, members, tuple(pre + post), sampled))
+    return pools
+
+
+# --- the pool-consistency audit -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AlteredHop:
+    """A released post-edit hop whose key ends the pooled stream with a different value."""
+
+    pool: int
+    case_id: int
+    hop_index: int
+    subject: str
+    relation: str
+    expected: str
+    found: str
+    overwriting: dict[str, Any]
+
+    @property
+    def reason(self) -> str:
+        same = self.overwriting["case_id"] == self.case_id
+        return "overwritten_within_case" if same else "overwritten_by_other_case"
+
+
+def audit_pool(pool: Pool, frontend: GrammarFrontend) -> list[AlteredHop]:
+    """Parse every record (all must be grammar facts), let the last assertion of each
+    (subject, relation) key win, and compare each post-edit hop's released answer with it."""
+    parsed = [frontend.parse(pos, a.text) for pos, a in enumerate(pool.records)]
+    failed = [(pos, pool.records[pos]) for pos, r in enumerate(parsed) if r.status != "facts" or len(r.triples) != 1]
+    if failed:
+        shown = "; ".join(f"case {a.case_id} {a.block}: {a.text!r}" for _, a in failed[:5])
+        raise DataError(f"pool {pool.index}: {len(failed)} assertion(s) not parsed by the relation grammar: {shown}")
+    final: dict[tuple[str, str], int] = {}
+    for pos, record in enumerate(parsed):
+        triple = record.triples[0]
+        final[(entity_key(triple.subject), triple.relation)] = pos
+    hops = {case.case_id: case.new_single_hops for case in pool.cases}
+    altered = []
+    for pos, assertion in enumerate(pool.records):
+        if assertion.block != "post" or assertion.origin != "hop":
+            continue
+        triple = parsed[pos].triples[0]
+        winner = final[(entity_key(triple.subject), triple.relation)]
+        expected, found = hops[assertion.case_id][assertion.index].answer, parsed[winner].triples[0].object
+        if entity_key(found) != entity_key(expected):
+            altered.append(AlteredHop(pool.index, assertion.case_id, assertion.index, triple.subject, triple.relation,
+                                      expected, found, pool.records[winner].describe(winner)))
+    order = {case.case_id: i for i, case in enumerate(pool.cases)}
+    return sorted(altered, key=lambda a: (order[a.case_id], a.hop_index))
+
+
+def count_assertions(pools: Iterable[Pool]) -> int:
+    """The paper's assertion count (5,560 for the 800-case build): every stream record."""
+    return sum(len(p.records) for p in pools)
+
+
+# --- the dataset ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MemStream:
+    """The named dataset: its pools and the audit's verdicts, from which rows are derived."""
+
+    pools: tuple[Pool, ...]
+    altered: tuple[AlteredHop, ...]
+    seed: int
+    pool_size: int
+
+    @property
+    def excluded_cases(self) -> frozenset[int]:
+        return frozenset(a.case_id for a in self.altered)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """FactConsolidation rows: an sh and an mh row per pool sharing one context. An mh
+        row whose every question was excluded is dropped rather than written empty."""
+        rows = []
+        for pool in self.pools:
+            context = pool.context()
+            sh = [(case, case.new_single_hops[k]) for case, k in zip(pool.cases, pool.sampled)]
+            rows.append(_row(context, f"{NAME}_sh_pool{pool.index}",
+                             [(c.case_id, h.question, [h.answer, *h.aliases]) for c, h in sh]))
+            mh = [(c.case_id, c.question, [c.new_answer, *c.new_answer_alias])
+                  for c in pool.cases if c.case_id not in self.excluded_cases]
+            if mh:
+                rows.append(_row(context, f"{NAME}_mh_pool{pool.index}", mh))
+        return rows
+
+    def exclusions(self) -> list[dict[str, Any]]:
+        cases = {c.case_id: (p.index, c) for p in self.pools for c in p.cases}
+        out = []
+        for a in self.altered:
+            pool, case = cases[a.case_id]
+            out.append({
+                "pool": pool, "case_id": a.case_id, "qa_pair_id": f"{NAME}_mh_pool{pool}_case{a.case_id}",
+                "question": case.question, "hop_index": a.hop_index,
+                "hop_question": case.new_single_hops[a.hop_index].question,
+                "key": {"subject": a.subject, "relation": a.relation, "subject_key": entity_key(a.subject)},
+                "expected": a.expected, "found": a.found, "overwriting_record": a.overwriting, "reason": a.reason,
+            })
+        return out
+
+    def counts(self) -> dict[str, int]:
+        n_cases = sum(len(p.cases) for p in self.pools)
+        sampled = {(c.case_id, k) for p in self.pools for c, k in zip(p.cases, p.sampled)}
+        return {
+            "cases": n_cases, "pools": len(self.pools), "assertions": count_assertions(self.pools),
+            "pre_edit_assertions": sum(a.block == "pre" for p in self.pools for a in p.records),
+            "sh_questions": n_cases, "mh_candidates": n_cases,
+            "mh_questions": n_cases - len(self.excluded_cases), "exclusions": len(self.excluded_cases),
+            "altered_hops": len(self.altered),
+            # kept by the paper's rule (only mh questions are excluded); reported for transparency
+            "sh_questions_on_altered_hop": sum((a.case_id, a.hop_index) in sampled for a in self.altered),
+        }
+
+
+def _row(context: str, source: str, items: list[tuple[int, str, list[str]]]) -> dict[str, Any]:
+    return {"context": context, "questions": [q for _, q, _ in items], "answers": [a for _, _, a in items],
+            "metadata": {"source": source, "qa_pair_ids": [f"{source}_case{cid}" for cid, _, _ in items]}}
+
+
+def build(cases: Sequence[Case], frontend: GrammarFrontend, n_cases: int = DEFAULTS["cases"],
+          pool_size: int = DEFAULTS["pool_size"], seed: int = DEFAULTS["seed"],
+          hops: int | None = DEFAULTS["hops"]) -> MemStream:
+    """The named dataset: the first n_cases in released order (all `hops`-hop), pooled."""
+    if n_cases < 1 or n_cases > len(cases):
+        raise DataError(f"asked for the first {n_cases} cases but the file holds {len(cases)}")
+    chosen = tuple(cases[:n_cases])
+    if hops is not None:
+        wrong = [c.case_id for c in chosen if len(c.new_single_hops) != hops]
+        if wrong:
+            raise DataError(f"{len(wrong)} of the first {n_cases} cases are not {hops}-hop (case ids {wrong[:10]})")
+    pools = make_pools(chosen, pool_size, random.Random(seed))
+    altered = tuple(a for pool in pools for a in audit_pool(pool, frontend))
+    return MemStream(tuple(pools), altered, seed, pool_size)
+
+
+def sensitivity(cases: Sequence[Case], frontend: GrammarFrontend, seed: int = DEFAULTS["seed"],
+                pool_size: int = DEFAULTS["pool_size"]) -> dict[str, Any]:
+    """Every case in the file built the same way, in two readings of the paper's "larger
+    pool": pools of `pool_size` over all cases (reported) and one pool of all cases."""
+    def run(size: int) -> dict[str, Any]:
+        pools = make_pools(cases, size, random.Random(seed))
+        altered = [a for pool in pools for a in audit_pool(pool, frontend)]
+        ids = sorted({a.case_id for a in altered})
+        return {"pool_size": size, "pools": len(pools), "assertions": count_assertions(pools),
+                "altered_cases": len(ids), "altered_hops": len(altered), "altered_case_ids": ids}
+
+    return {"protocol": PROTOCOL, "seed": seed, "cases": len(cases), "reported": "pooled",
+            "pooled": run(pool_size), "single_pool": run(len(cases))}
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+SCHEMA = pa.schema([
+    ("context", pa.string()),
+    ("questions", pa.list_(pa.string())),
+    ("answers", pa.list_(pa.list_(pa.string()))),
+    ("metadata", pa.struct([("source", pa.string()), ("qa_pair_ids", pa.list_(pa.string()))])),
+])
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Temp file in the target folder, then os.replace: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp, compression="snappy")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_outputs(stream: MemStream, source: Source, frontend: GrammarFrontend, out_dir: str | os.PathLike[str],
+                  sens: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the dataset, exclusions, optional sensitivity and, last, the card that hashes
+    them. A stale sensitivity.json from an earlier run is removed when none is computed."""
+    out = Path(out_dir)
+    files = {"mquake_memstream.parquet": write_parquet(out / "mquake_memstream.parquet", stream.rows()),
+             "exclusions.jsonl": write_jsonl(out / "exclusions.jsonl", stream.exclusions())}
+    if sens is not None:
+        files["sensitivity.json"] = atomic_write_text(out / "sensitivity.json", _json(sens))
+    else:
+        (out / "sensitivity.json").unlink(missing_ok=True)
+    card = {
+        "name": NAME, "protocol": PROTOCOL, "source": source.describe(), "seed": stream.seed,
+        "pool_size": stream.pool_size, "counts": stream.counts(),
+        "excluded_case_ids": sorted(stream.excluded_cases),
+        "grammar": frontend.frontend_id, "writer": {"pyarrow": pa.__version__},
+        "sensitivity": None if sens is None else {
+            run: {"pool_size": sens[run]["pool_size"], "altered_cases": sens[run]["altered_cases"]}
+            for run in ("pooled", "single_pool")
+        },
+        "files": {name: sha256_file(path) for name, path in sorted(files.items())},
+    }
+    atomic_write_text(out / "card.json", _json(card))
+    return card

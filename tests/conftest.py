@@ -1,0 +1,45 @@
+"""Shared fixtures: the real FactConsolidation data and compiled memories, composed through
+the same Hydra configs users run, so tests exercise the real wiring."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("CMC_DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
+TEMPLATES = DATA_DIR / "mquake_templates" / "cloze_templates.json"
+PARQUET = DATA_DIR / "factconsolidation" / "Conflict_Resolution.parquet"
+
+
+def compose_config(*overrides: str):
+    os.environ.setdefault("CMC_DATA_DIR", str(DATA_DIR))
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+@pytest.fixture(scope="session")
+def cfg():
+    if not PARQUET.is_file():
+        pytest.fail(f"real data missing at {PARQUET}; set CMC_DATA_DIR (see ../shared/data/README.md)")
+    return compose_config()
+
+
+@pytest.fixture(scope="session")
+def dataset(cfg):
+    return instantiate(cfg.dataset).load()
+
+
+@pytest.fixture(scope="session")
+def frontend(cfg):
+    return instantiate(cfg.frontend)
+
+
+@pytest.fixture(scope="session")
+def memories(dataset, frontend):
+    from cmc.runner import build_memories
+
+    return build_memories(dataset, frontend)
