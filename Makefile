@@ -1,0 +1,37 @@
+# cmc-harness: `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export CMC_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: help venv test test-fast evidence diagnostics bench memstream table1
+
+help: ## list the targets
+	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+
+venv: $(PY) ## create .venv and install the project with test extras
+
+test: $(PY) ## run the whole test suite (slow tests included)
+	$(PY) -m pytest -n 2 -q
+
+test-fast: $(PY) ## run the suite without tests marked slow
+	$(PY) -m pytest -n 2 -q -m "not slow"
+
+evidence: $(PY) ## write evidence packets for every deterministic arm (results/evidence/)
+	$(PY) run.py -m stage=evidence arm=$(ARMS)
+
+diagnostics: $(PY) ## evidence size / truncation / gold-presence table per arm x cell
+	$(PY) scripts/evidence_diagnostics.py
+
+bench: $(PY) ## compile time per history and CMC read latency vs a naive scan
+	$(PY) scripts/bench.py
+
+memstream: $(PY) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/to/CF3k
+	$(PY) scripts/build_memstream.py --src $(SRC) --out datasets/mquake_memstream --sensitivity
+
+ARMS ?= cmc,prior_read_refresh,stale_closure,stale_state,fact_bm25,fact_bm25_matched,latest_state,latest_state_full,raw_suffix,disjoint_random,no_context,cmc_depth1,cmc_depth2,cmc_depth3

@@ -1,0 +1,1 @@
+"""Frozen readers: one interface, `prepare(...) -> Request` then `generate(request) -> Prediction`."""

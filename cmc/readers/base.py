@@ -1,0 +1,78 @@
+"""Requests, predictions and the reader interface.
+
+A Request carries everything that determines a reader's output, and its id is the sha256
+of exactly that; a stored Prediction is reused only for an identical id. Question id and
+arm are bookkeeping, not identity, so two arms that hand the reader identical messages
+share one generation.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from cmc.io import canonical_json, sha256_text
+from cmc.prompt import Prompt
+
+
+@dataclass(frozen=True)
+class Request:
+    reader: str  # reader config name, e.g. "qwen35_4b"
+    pin: dict[str, Any]  # model id, revision, chat-template hash, backend, dtype...
+    prompt_version: str
+    messages: tuple[dict[str, str], ...]
+    generation: dict[str, Any]  # max_new_tokens, temperature, ...
+    input_ids: tuple[int, ...] | None = None  # local readers: the exact tokens fed to the model
+    evidence_truncated_tokens: int = 0  # tokens cut from the evidence's oldest end by the input cap
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return {
+            "reader": self.reader, "pin": self.pin, "prompt_version": self.prompt_version,
+            "messages": list(self.messages), "generation": self.generation,
+            "input_ids": list(self.input_ids) if self.input_ids is not None else None,
+        }
+
+    @property
+    def id(self) -> str:
+        return sha256_text(canonical_json(self.identity))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, **self.identity, "evidence_truncated_tokens": self.evidence_truncated_tokens}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Request":
+        ids = data.get("input_ids")
+        return cls(data["reader"], data["pin"], data["prompt_version"], tuple(data["messages"]),
+                   data["generation"], tuple(ids) if ids is not None else None,
+                   data.get("evidence_truncated_tokens", 0))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the reader returned. A terminal failure is a Prediction with `error` set and
+    `raw` None: it stays in the denominator and scores wrong."""
+
+    request_id: str
+    raw: str | None
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
+    model: str | None = None  # the model id the backend reports
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Prediction":
+        return cls(**data)
+
+
+class Reader(Protocol):
+    name: str
+
+    def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
+        """Fix the exact input without generating: build the messages, and for local
+        readers tokenize them and left-truncate the evidence alone to the input cap."""
+
+    def generate(self, request: Request) -> Prediction:
+        """Run one request. Transport faults may be retried inside; answer content never is."""

@@ -1,0 +1,45 @@
+"""Where reader weights come from. Every source resolves to a local folder that
+`from_pretrained` can load, and reports the pin that enters request identity."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from cmc.errors import DataError
+
+
+class ModelSource(Protocol):
+    def resolve(self) -> Path:
+        """A local folder holding config, tokenizer and weights (downloading if needed)."""
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """Stable identity of the weights: repo and revision, or file hashes."""
+
+
+class HubModel:
+    """A hub repository at a pinned revision, or the same weights from a local folder
+    (offline machines, clusters with a shared model store)."""
+
+    def __init__(self, repo: str, revision: str, local_path: str | None = None) -> None:
+        self.repo, self.revision, self.local_path = repo, revision, local_path
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        return {"repo": self.repo, "revision": self.revision}
+
+    def resolve(self) -> Path:
+        if self.local_path:
+            path = Path(self.local_path)
+            if not (path / "config.json").is_file():
+                raise DataError(f"{path}: no config.json; local_path must be a saved model folder")
+            return path
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(self.repo, revision=self.revision))
+        except Exception as exc:
+            raise DataError(
+                f"cannot fetch {self.repo}@{self.revision} ({type(exc).__name__}: {exc}); "
+                f"set reader.model.local_path to a downloaded copy"
+            ) from exc
