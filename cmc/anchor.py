@@ -47,3 +47,18 @@ def longest_matches(found: list[tuple[int, int, str]]) -> tuple[str, ...]:
         if phrase not in ordered:
             ordered.append(phrase)
     return tuple(ordered)
+
+
+def scan_anchors(subjects: Iterable[str], question: str) -> tuple[str, ...]:
+    """Reference implementation: test every subject against every question position.
+
+    O(subjects x question); kept as the oracle the index is tested and benchmarked against.
+    """
+    tokens = entity_key(question).split(" ")
+    found = []
+    for subject in subjects:
+        words = subject.split(" ")
+        for start in range(len(tokens) - len(words) + 1):
+            if tokens[start:start + len(words)] == words:
+                found.append((start, start + len(words), subject))
+    return longest_matches(found)

@@ -8,7 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cmc.errors import DataError
 from cmc.io import sha256_text
+from cmc.records import History
+from cmc.render import render
 
 
 @dataclass(frozen=True)
@@ -34,3 +37,14 @@ class Evidence:
             "truncated": self.truncated,
             "trace": self.trace,
         }
+
+
+def rebuild_text(history: History, packet: dict[str, Any]) -> str:
+    """The exact evidence text of a packet, rebuilt from its history and positions and
+    checked against the packet's hash (a packet with no characters is the empty context)."""
+    text = "" if packet["chars"] == 0 else render(history, packet["positions"], None).text
+    if sha256_text(text) != packet["sha256"]:
+        raise DataError(
+            f"evidence packet {packet['question_id']}/{packet['arm']}: rebuilt text does not match its sha256"
+        )
+    return text

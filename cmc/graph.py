@@ -4,9 +4,10 @@ Built once per (history, frontend) and shared, read-only, by every arm and quest
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import gc
+from contextlib import contextmanager
 from functools import cached_property
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Iterator, NamedTuple, TypeVar
 
 from cmc.anchor import AnchorIndex
 from cmc.extraction import Extraction
@@ -17,9 +18,11 @@ Key = tuple[str, str]  # (normalized subject, relation)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """One assertion on the entity-key graph; pos points back to its original record."""
+class Edge(NamedTuple):
+    """One assertion on the entity-key graph; pos points back to its original record.
+
+    A NamedTuple rather than a dataclass: compile creates one per assertion, and tuple
+    construction is several times cheaper than a frozen dataclass's __init__."""
 
     subject: str
     relation: str
@@ -38,10 +41,15 @@ class Graph:
         self.edges: dict[Key, Edge] = {}
         self.out: dict[str, list[Edge]] = {}
         for edge in edges:
-            if edge.key in self.edges:
-                raise ValueError(f"graph given two edges for key {edge.key}")
-            self.edges[edge.key] = edge
-            self.out.setdefault(edge.subject, []).append(edge)
+            key = (edge.subject, edge.relation)
+            if key in self.edges:
+                raise ValueError(f"graph given two edges for key {key}")
+            self.edges[key] = edge
+            out = self.out.get(edge.subject)
+            if out is None:
+                self.out[edge.subject] = [edge]
+            else:
+                out.append(edge)
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -53,14 +61,9 @@ class Memory:
     def __init__(self, history: History, extraction: Extraction) -> None:
         self.history = history
         self.extraction = extraction
-        chains: dict[Key, list[Edge]] = {}
-        latest: dict[Key, Edge] = {}
-        for triple in extraction.triples():  # source order: each occurrence replaces the key's edge
-            edge = Edge(entity_key(triple.subject), triple.relation, entity_key(triple.object), triple.pos)
-            chains.setdefault(edge.key, []).append(edge)
-            latest[edge.key] = edge
-        self.chains: dict[Key, tuple[Edge, ...]] = {k: tuple(v) for k, v in chains.items()}
-        self.current = Graph(latest.values())
+        with _gc_paused():
+            self.chains = _replay(extraction)
+            self.current = Graph(chain[-1] for chain in self.chains.values())
         self.unresolved: tuple[int, ...] = tuple(extraction.positions("unresolved"))
         self.anchors = AnchorIndex(self.current.out)
         self._derived: dict[str, object] = {}
@@ -70,6 +73,9 @@ class Memory:
         """Each key's most recent earlier value that differs from its current value
         (the current edge where none exists): a constructed prior graph, not a snapshot."""
         return Graph(self.previous_value(key) or chain[-1] for key, chain in self.chains.items())
+
+    chains: dict[Key, list[Edge]]
+    """Every assertion per key in source order (read-only by convention; the last is current)."""
 
     def previous_value(self, key: Key) -> Edge | None:
         chain = self.chains[key]
@@ -84,6 +90,36 @@ class Memory:
         if name not in self._derived:
             self._derived[name] = build(self)
         return self._derived[name]  # type: ignore[return-value]
+
+
+def _replay(extraction: Extraction) -> dict[Key, list[Edge]]:
+    """Ordered replay: append each assertion to its key's chain, in source order."""
+    keys: dict[str, str] = {}
+    chains: dict[Key, list[Edge]] = {}
+    for record in extraction.records:
+        for t in record.triples:
+            subject = keys.get(t.subject) or keys.setdefault(t.subject, entity_key(t.subject))
+            obj = keys.get(t.object) or keys.setdefault(t.object, entity_key(t.object))
+            edge = Edge(subject, t.relation, obj, t.pos)
+            chain = chains.get((subject, t.relation))
+            if chain is None:
+                chains[(subject, t.relation)] = [edge]
+            else:
+                chain.append(edge)
+    return chains
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Compile allocates tens of thousands of small objects in one burst; cyclic GC passes
+    over the (large, acyclic) heap meanwhile cost more than the build itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def compile_memory(history: History, extraction: Extraction) -> Memory:
