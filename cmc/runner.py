@@ -1,24 +1,42 @@
-"""The pipeline stages behind run.py. Each stage is a function of the composed config.
+"""The pipeline stages behind run.py: prepare -> evidence -> generate -> seal -> score.
 
-Only the evidence stage exists so far; it never touches labels.
+Every stage is a pure function of the composed config and what earlier stages left on
+disk: evidence packets under results/evidence, predictions in the crash-safe store, the
+frozen manifest under results/work. So `stage=<name>` reruns one stage, and an interrupted
+run resumes where it stopped: finished generations are never sent again.
 """
 from __future__ import annotations
 
+import json
 import logging
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from tqdm import tqdm
 
 from arms.base import Arm
-from cmc.evidence import Evidence
+from cmc.bundle import verify_seal, write_bundle
+from cmc.cache import PredictionStore
+from cmc.errors import DataError
+from cmc.evidence import Evidence, rebuild_text
 from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
-from cmc.io import write_jsonl
+from cmc.io import atomic_write_text, canonical_json, read_jsonl, sha256_text, write_jsonl
+from cmc.manifest import build_manifest
+from cmc.prompt import load_prompt
+from cmc.readers.base import Prediction, Request
+from cmc.records import Question
 from cmc.sources import Dataset
+from cmc.vault import LabelVault
 
 log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def build_memories(dataset: Dataset, frontend: Frontend) -> dict[str, Memory]:
@@ -26,9 +44,10 @@ def build_memories(dataset: Dataset, frontend: Frontend) -> dict[str, Memory]:
     return {hid: compile_memory(h, frontend.extract(h)) for hid, h in dataset.histories.items()}
 
 
-def select_all(arm: Arm, dataset: Dataset, memories: dict[str, Memory]) -> Iterable[Evidence]:
-    """Evidence for every question, in dataset order."""
-    for question in dataset.questions:
+def select_all(arm: Arm, dataset: Dataset, memories: dict[str, Memory],
+               questions: Iterable[Question] | None = None) -> Iterable[Evidence]:
+    """Evidence for every question (or the given ones), in dataset order."""
+    for question in dataset.questions if questions is None else questions:
         yield arm.select(question, memories[question.history_id])
 
 
@@ -36,16 +55,169 @@ def evidence_path(cfg: DictConfig) -> Path:
     return Path(cfg.paths.evidence_dir) / cfg.dataset.name / cfg.frontend.name / f"{cfg.arm.name}.jsonl"
 
 
-def run_evidence(cfg: DictConfig) -> Path:
-    dataset = instantiate(cfg.dataset).load()
-    memories = build_memories(dataset, instantiate(cfg.frontend))
+@dataclass
+class Run:
+    """Lazily built pieces of one (dataset, frontend, arm, reader) run."""
+
+    cfg: DictConfig
+
+    @cached_property
+    def adapter(self) -> Any:
+        return instantiate(self.cfg.dataset)
+
+    @cached_property
+    def dataset(self) -> Dataset:
+        return self.adapter.load()
+
+    @cached_property
+    def questions(self) -> list[Question]:
+        return instantiate(self.cfg.population).select(self.dataset.questions)
+
+    @cached_property
+    def memories(self) -> dict[str, Memory]:
+        return build_memories(self.dataset, instantiate(self.cfg.frontend))
+
+    @cached_property
+    def reader(self) -> Any:
+        return instantiate(self.cfg.reader)
+
+    @cached_property
+    def prompt(self) -> Any:
+        return load_prompt(self.cfg.prompt)
+
+    @property
+    def name(self) -> str:
+        return f"{self.cfg.dataset.name}-{self.cfg.frontend.name}-{self.cfg.population.name}-{self.cfg.arm.name}-{self.cfg.reader.name}"
+
+    @property
+    def bundle_dir(self) -> Path:
+        return Path(self.cfg.paths.bundles_dir) / self.cfg.experiment.name / self.name
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(self.cfg.paths.work_dir) / self.cfg.experiment.name / self.name
+
+    @property
+    def scores_dir(self) -> Path:
+        return Path(self.cfg.paths.scores_dir) / self.cfg.experiment.name / self.name
+
+    def packets(self) -> list[dict[str, Any]]:
+        path = evidence_path(self.cfg)
+        if not path.is_file():
+            run_evidence(self.cfg, self)
+        packets = {p["question_id"]: p for p in read_jsonl(path)}
+        return [packets[q.qid] for q in self.questions]
+
+    def requests(self) -> list[Request]:
+        """Rebuild every request from the evidence (deterministic: tokenizer only, no weights)."""
+        out = []
+        for question, packet in zip(self.questions, self.packets()):
+            text = rebuild_text(self.dataset.histories[question.history_id], packet)
+            out.append(self.reader.prepare(self.prompt, text, question.text))
+        return out
+
+    def store(self) -> PredictionStore:
+        return PredictionStore(Path(self.cfg.paths.cache_dir) / "predictions.sqlite")
+
+
+def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
+    run = run or Run(cfg)
     arm = instantiate(cfg.arm)
-    path = write_jsonl(evidence_path(cfg), (e.packet() for e in select_all(arm, dataset, memories)))
-    log.info("wrote %d evidence packets to %s", len(dataset.questions), path)
+    packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
+    path = write_jsonl(evidence_path(cfg), tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}",
+                                                disable=None, mininterval=2))
+    log.info("wrote %d evidence packets to %s", len(run.dataset.questions), path)
     return path
 
 
-STAGES: dict[str, Callable[[DictConfig], Path]] = {"evidence": run_evidence}
+def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Freeze the manifest (config, pins, preregistered contrasts) before any generation."""
+    run = run or Run(cfg)
+    requests = run.requests()
+    pin = requests[0].pin if requests else {}
+    manifest = build_manifest(cfg, [q.qid for q in run.questions], pin, run.prompt.version, ROOT)
+    path = run.work_dir / "manifest.json"
+    if path.is_file() and json.loads(path.read_text())["config"] != manifest["config"]:
+        raise DataError(f"{path}: a different config was frozen for this run; move it away to start over")
+    if not path.is_file():
+        atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return path
+
+
+def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Send every request without a stored successful prediction; store each on arrival."""
+    run = run or Run(cfg)
+    run_prepare(cfg, run)
+    store = run.store()
+    pending: dict[str, Request] = {}
+    for request in run.requests():
+        stored = store.get(request.id)
+        if (stored is None or stored.error is not None) and request.id not in pending:
+            pending[request.id] = request
+    log.info("%d requests to generate (%d already stored)", len(pending), len(run.questions) - len(pending))
+    workers = max(1, int(getattr(run.reader, "concurrency", 1)))
+    progress = tqdm(total=len(pending), desc=f"generate {run.name}", disable=None, mininterval=2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run.reader.generate, r) for r in pending.values()]
+        for future in as_completed(futures):
+            store.put(future.result())
+            progress.update(1)
+    progress.close()
+    store.close()
+    return store.path
+
+
+def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Assemble the bundle from frozen manifest, evidence, requests and stored predictions."""
+    run = run or Run(cfg)
+    if run.bundle_dir.exists():
+        verify_seal(run.bundle_dir)
+        log.info("bundle already sealed: %s", run.bundle_dir)
+        return run.bundle_dir
+    manifest = json.loads((run.work_dir / "manifest.json").read_text())
+    requests, packets, store = run.requests(), run.packets(), run.store()
+    predictions: list[Prediction] = []
+    for request in requests:
+        prediction = store.get(request.id)
+        if prediction is None:
+            raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
+        predictions.append(prediction)
+    store.close()
+    rows = [
+        {"question_id": q.qid, "request_id": r.id, "reader": r.reader, "prompt_version": r.prompt_version,
+         "generation": r.generation, "input_tokens": len(r.input_ids) if r.input_ids is not None else None,
+         "evidence_truncated_tokens": r.evidence_truncated_tokens,
+         "messages_sha256": sha256_text(canonical_json(list(r.messages)))}
+        for q, r in zip(run.questions, requests)
+    ]
+    preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
+    return write_bundle(run.bundle_dir, manifest, packets, rows, preds)
+
+
+def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Open labels through the vault (seal verified) and score every item."""
+    from scoring.report import score_bundle  # scoring imports stay out of label-free stages
+
+    run = run or Run(cfg)
+    labels = LabelVault(run.adapter.load_labels).open(run.bundle_dir)
+    return score_bundle(run.bundle_dir, labels, {q.qid: q for q in run.dataset.questions}, run.scores_dir)
+
+
+def run_all(cfg: DictConfig) -> Path:
+    run = Run(cfg)
+    timings = {}
+    for name, stage in (("evidence", run_evidence), ("generate", run_generate), ("seal", run_seal), ("score", run_score)):
+        start = time.perf_counter()
+        result = stage(cfg, run)
+        timings[name] = round(time.perf_counter() - start, 3)
+    atomic_write_text(run.scores_dir / "timings.json", json.dumps(timings, indent=1) + "\n")
+    return result
+
+
+STAGES: dict[str, Callable[..., Path]] = {
+    "evidence": run_evidence, "prepare": run_prepare, "generate": run_generate,
+    "seal": run_seal, "score": run_score, "all": run_all,
+}
 
 
 def run(cfg: DictConfig) -> Path:

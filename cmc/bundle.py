@@ -1,0 +1,89 @@
+"""Sealed prediction bundles.
+
+A bundle is a folder: manifest.json, evidence.jsonl, requests.jsonl, predictions.jsonl and
+SEAL (the sha256 of each file and of the whole). It is assembled in a temporary sibling
+folder, sealed, made read-only and renamed into place, so a reader of `results/` sees a
+complete sealed bundle or none. Scores are written beside it, never inside.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any, Iterable
+
+from cmc.errors import DataError
+from cmc.io import atomic_write_text, canonical_json, sha256_file, sha256_text
+
+BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
+SEAL = "SEAL"
+
+
+class SealError(DataError):
+    """A bundle whose files no longer match their seal (or that was never sealed)."""
+
+
+def _jsonl(rows: Iterable[Any]) -> str:
+    return "".join(canonical_json(row) + "\n" for row in rows)
+
+
+def write_bundle(
+    path: str | Path,
+    manifest: dict[str, Any],
+    evidence: Iterable[dict[str, Any]],
+    requests: Iterable[dict[str, Any]],
+    predictions: Iterable[dict[str, Any]],
+) -> Path:
+    """Write, seal, freeze and move a bundle into `path` (which must not exist yet)."""
+    target = Path(path)
+    if target.exists():
+        raise FileExistsError(f"{target} exists; bundles are immutable once sealed")
+    staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    texts = {
+        "manifest.json": json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+        "evidence.jsonl": _jsonl(evidence),
+        "requests.jsonl": _jsonl(requests),
+        "predictions.jsonl": _jsonl(predictions),
+    }
+    for name, text in texts.items():
+        atomic_write_text(staging / name, text)
+    atomic_write_text(staging / SEAL, seal_text({n: sha256_text(t) for n, t in texts.items()}))
+    for name in (*BUNDLE_FILES, SEAL):
+        os.chmod(staging / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    os.replace(staging, target)
+    return target
+
+
+def seal_text(digests: dict[str, str]) -> str:
+    files = {name: digests[name] for name in BUNDLE_FILES}
+    return json.dumps({"files": files, "seal": sha256_text(canonical_json(files))}, indent=1, sort_keys=True) + "\n"
+
+
+def verify_seal(path: str | Path) -> str:
+    """Recompute every file's hash; return the seal, or raise SealError naming the file."""
+    bundle = Path(path)
+    seal_path = bundle / SEAL
+    if not seal_path.is_file():
+        raise SealError(f"{bundle}: no SEAL file; the bundle was never sealed")
+    recorded = json.loads(seal_path.read_text(encoding="utf-8"))
+    for name in BUNDLE_FILES:
+        if not (bundle / name).is_file():
+            raise SealError(f"{bundle}: sealed file {name} is missing")
+        if sha256_file(bundle / name) != recorded["files"].get(name):
+            raise SealError(f"{bundle}: {name} changed since sealing (sha256 mismatch); refusing to score")
+    if sha256_text(canonical_json(recorded["files"])) != recorded["seal"]:
+        raise SealError(f"{bundle}: SEAL file is inconsistent")
+    return recorded["seal"]
+
+
+def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:
+    with open(Path(path) / name, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    return json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))

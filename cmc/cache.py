@@ -1,0 +1,52 @@
+"""Crash-safe store of reader predictions keyed by request id.
+
+SQLite in WAL mode: each put is one committed transaction, so a SIGKILL loses at most the
+generation in flight, and a rerun finds every finished one. A successful prediction is
+final: later puts for its id are ignored. A recorded failure (error set) is kept for the
+bundle but replaced when a later run retries the request and gets an answer.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from cmc.io import canonical_json
+from cmc.readers.base import Prediction
+
+
+class PredictionStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS predictions "
+            "(request_id TEXT PRIMARY KEY, prediction TEXT NOT NULL, failed INTEGER NOT NULL)"
+        )
+
+    def get(self, request_id: str) -> Prediction | None:
+        with self._lock:
+            row = self._db.execute("SELECT prediction FROM predictions WHERE request_id = ?", (request_id,)).fetchone()
+        return Prediction.from_json(json.loads(row[0])) if row else None
+
+    def put(self, prediction: Prediction) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO predictions (request_id, prediction, failed) VALUES (?, ?, ?) "
+                "ON CONFLICT(request_id) DO UPDATE SET prediction = excluded.prediction, failed = excluded.failed "
+                "WHERE predictions.failed = 1",
+                (prediction.request_id, canonical_json(prediction.to_json()), int(prediction.error is not None)),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM predictions").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

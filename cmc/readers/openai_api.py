@@ -1,0 +1,297 @@
+"""The `openai` reader: any OpenAI-compatible chat-completions server (a provider, vLLM,
+llama.cpp, or `cmc.readers.serve`) is a reader by config alone.
+
+Retry policy (the paper's execution protocol: transport errors may be retried; answer
+content never triggers a retry; a terminal failure stays in the denominator):
+
+| outcome of one attempt                                      | retried? |
+|-------------------------------------------------------------|----------|
+| connect error, read/write/pool timeout, dropped connection   | yes      |
+| (httpx NetworkError, TimeoutException, RemoteProtocolError)  |          |
+| HTTP 429 (Retry-After honoured, capped at max_backoff_s)    | yes      |
+| HTTP 5xx (Retry-After honoured when present)                | yes      |
+| HTTP 200 whose body is not decodable JSON                   | yes (1)  |
+| any other HTTP 4xx (400, 401, 403, 404, 413, 422, ...)      | no       |
+| HTTP 200, valid JSON without a usable `choices[0].message`  | no (2)   |
+| HTTP 200 with an answer, including an empty or odd answer   | no       |
+| bad configuration (unsupported URL scheme, local protocol)  | no       |
+
+(1) A 200 status whose body does not decode (truncated by a proxy, corrupted bytes) is a
+    transport-level corruption: no answer was delivered, and a greedy request is a pure
+    function of its body, so sending it again cannot bias the answer.
+(2) Well-formed JSON in the wrong shape is the server's deterministic behaviour for this
+    request, not a delivery fault; sending it again would give the same thing.
+
+After the last allowed retry, or on a non-retryable outcome, `generate` returns
+`Prediction(raw=None, error=...)`; it never raises. Every attempt for one request sends
+the same bytes, and a request that got an answer is never sent again.
+"""
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+import httpx
+
+from cmc.prompt import Prompt
+from cmc.readers.base import Prediction, Request
+
+_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+_RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
+
+
+def strip_think(text: str) -> str:
+    """Drop one leading `<think>...</think>` block (reasoning models with thinking left on).
+    An unterminated block is left as is: the answer is then whatever the model wrote."""
+    return _THINK.sub("", text, count=1)
+
+
+def _plain(obj: Any) -> Any:
+    """Hydra hands over DictConfig/ListConfig; identity needs plain JSON values."""
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), else None."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, wait_hint: float | None = None) -> None:
+        super().__init__(message)
+        self.wait_hint = wait_hint
+
+
+class _Terminal(Exception):
+    pass
+
+
+class OpenAIReader:
+    """Chat completions over HTTP, temperature 0, bounded concurrency, transport retries."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        concurrency: int = 4,
+    ) -> None:
+        if max_retries < 0 or concurrency < 1 or max_tokens < 1:
+            raise ValueError("max_retries >= 0, concurrency >= 1 and max_tokens >= 1 are required")
+        self.name = name
+        self.base_url = str(base_url).rstrip("/")
+        self.model = str(model)
+        self.api_key_env = api_key_env
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.extra_body: dict[str, Any] = _plain(extra_body) if extra_body else {}
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.concurrency = int(concurrency)
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    # -- identity -------------------------------------------------------------------------
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """What enters request identity. Never the key."""
+        return {"backend": "openai", "base_url": self.base_url, "model": self.model,
+                "extra_body": self.extra_body}
+
+    @property
+    def generation(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature}
+
+    def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
+        return Request(self.name, self.pin, prompt.version,
+                       tuple(prompt.messages(evidence, question)), self.generation, None)
+
+    def payload(self, request: Request) -> bytes:
+        """The exact bytes POSTed for a request; every retry sends these same bytes.
+        `extra_body` is merged at the top level, as the OpenAI SDK does."""
+        gen = request.generation
+        body: dict[str, Any] = {
+            **_plain(request.pin.get("extra_body") or {}),
+            "model": request.pin.get("model", self.model),
+            "messages": [dict(m) for m in request.messages],
+            "max_tokens": gen.get("max_tokens", self.max_tokens),
+            "temperature": gen.get("temperature", self.temperature),
+            "stream": False,
+        }
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    # -- transport ------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:  # local servers (vLLM, llama.cpp, cmc.readers.serve) need none
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    @property
+    def client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(
+                    timeout=httpx.Timeout(self.timeout_s),
+                    limits=httpx.Limits(max_connections=self.concurrency * 2,
+                                        max_keepalive_connections=self.concurrency),
+                )
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    def __enter__(self) -> "OpenAIReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _delay(self, attempt: int, hint: float | None) -> float:
+        if hint is not None:
+            return min(hint, self.max_backoff_s)
+        base = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
+        return base * random.uniform(0.75, 1.0)  # jitter so concurrent workers spread out
+
+    def _attempt(self, body: bytes) -> Prediction:
+        """One POST. Returns a finished prediction (request_id filled in by the caller),
+        or raises _Retryable / _Terminal."""
+        try:
+            response = self.client.post(f"{self.base_url}/chat/completions",
+                                        content=body, headers=self._headers())
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
+                httpx.ProxyError, httpx.DecodingError) as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:  # UnsupportedProtocol, LocalProtocolError, ...: config
+            raise _Terminal(f"{type(exc).__name__}: {exc}") from exc
+
+        status = response.status_code
+        if status != 200:
+            detail = response.text[:300].replace("\n", " ")
+            message = f"HTTP {status}: {detail}"
+            if status in _RETRY_STATUS:
+                raise _Retryable(message, _retry_after(response))
+            raise _Terminal(message)
+        try:
+            data = response.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _Retryable(f"HTTP 200 with undecodable JSON body: {exc}") from exc
+
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+            content = message.get("content")
+            if content is not None and not isinstance(content, str):
+                raise TypeError(f"content is {type(content).__name__}")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            snippet = json.dumps(data)[:300] if isinstance(data, (dict, list)) else repr(data)[:300]
+            raise _Terminal(f"HTTP 200 without choices[0].message ({exc!r}): {snippet}") from exc
+        usage = data.get("usage") if isinstance(data, dict) else None
+        usage = {k: v for k, v in (usage or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+        model = data.get("model")
+        # null content (e.g. all tokens spent on hidden reasoning) is an empty answer: content
+        return Prediction("", strip_think(content or ""), choice.get("finish_reason"), usage,
+                          str(model) if model is not None else None, None)
+
+    def generate(self, request: Request) -> Prediction:
+        """Run one request; transport faults are retried, answers never are. Never raises."""
+        try:
+            body = self.payload(request)
+        except Exception as exc:  # unserialisable request: nothing was sent
+            return Prediction(request.id, None, error=f"cannot encode request: {exc!r}")
+        errors: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            try:
+                got = self._attempt(body)
+            except _Retryable as exc:
+                errors.append(str(exc))
+                if attempt < self.max_retries:
+                    time.sleep(self._delay(attempt, exc.wait_hint))
+                    continue
+                return Prediction(request.id, None, error=(
+                    f"transport failure after {attempt + 1} attempts; last: {exc}"))
+            except _Terminal as exc:
+                tried = f" (after {attempt} transport retries)" if attempt else ""
+                return Prediction(request.id, None, error=f"non-retryable{tried}: {exc}")
+            except Exception as exc:  # a bug here must not kill a whole run's denominator
+                return Prediction(request.id, None, error=f"reader error: {type(exc).__name__}: {exc}")
+            return Prediction(request.id, got.raw, got.finish_reason, got.usage, got.model, None)
+        raise AssertionError("unreachable")
+
+    def generate_many(
+        self,
+        requests: Iterable[Request],
+        on_result: Callable[[Request, Prediction], None] | None = None,
+    ) -> list[Prediction]:
+        """Generate with at most `concurrency` requests in flight; the result list follows
+        the input order. `on_result(request, prediction)` runs in the calling thread as
+        each finishes (completion order), e.g. to append it to a crash-safe cache."""
+        items = list(requests)
+        out: list[Prediction | None] = [None] * len(items)
+        if not items:
+            return []
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
+                                thread_name_prefix=f"openai-{self.name}") as pool:
+            futures = {pool.submit(self.generate, req): i for i, req in enumerate(items)}
+            for future in as_completed(futures):
+                i = futures[future]
+                out[i] = future.result()
+                if on_result is not None:
+                    on_result(items[i], out[i])
+        return out  # type: ignore[return-value]
+
+    def preflight(self) -> list[str]:
+        """GET {base_url}/models once, so a run can fail fast on a wrong URL or key before
+        it turns every question into an error prediction. Raises RuntimeError."""
+        try:
+            response = self.client.get(f"{self.base_url}/models", headers=self._headers())
+        except httpx.HTTPError as exc:
+            raise RuntimeError(f"{self.base_url}: unreachable ({type(exc).__name__}: {exc})") from exc
+        if response.status_code in (401, 403):
+            raise RuntimeError(f"{self.base_url}: HTTP {response.status_code}; "
+                               f"check the key in ${self.api_key_env}")
+        if response.status_code != 200:
+            raise RuntimeError(f"{self.base_url}/models: HTTP {response.status_code}")
+        try:
+            return [m.get("id") for m in response.json().get("data", [])]
+        except (ValueError, AttributeError):
+            return []

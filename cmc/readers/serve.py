@@ -1,0 +1,306 @@
+"""A small OpenAI-compatible server over a local model, so the `openai` reader can be
+tested end to end (and a local model can be shared by several processes).
+
+    python -m cmc.readers.serve --model-dir DIR --port 8000
+
+Endpoints: POST /v1/chat/completions (greedy only; temperature must be 0 or absent) and
+GET /v1/models. The `model` field of a request is not checked (as llama.cpp does); the
+response always names the served model, which is what the reader records.
+
+For tests the server runs in-process (`OpenAIServer(backend, port=0).start()`), counts
+every chat-completions body it receives (`counts`, keyed by the body's sha256) and
+consumes one entry of `faults` per incoming chat-completions request:
+
+    "ok"        answer normally (also what an empty queue means)
+    "<status>"  reply with that HTTP status and a JSON error, e.g. "500", "503", "400"
+    "429"       429 with `Retry-After: <retry_after>`; "429:<value>" sets the header value
+    "500:<v>"   any status with ":<value>" also sends `Retry-After: <value>`
+    "timeout"   hold the request without answering for `timeout_hold_s`, then hang up
+    "drop"      read the request, then close the connection without a response
+    "badjson"   200 with a truncated, undecodable JSON body
+    "nochoices" 200 with well-formed JSON that has no choices
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str  # "stop" or "length"
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChatBackend(Protocol):
+    model_id: str
+
+    def complete(self, messages: list[dict[str, str]], max_tokens: int,
+                 chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
+        """Greedy chat completion of `messages`, at most `max_tokens` new tokens."""
+
+
+class TransformersBackend:
+    """Greedy generation with transformers from a saved model folder: the tokenizer's chat
+    template (thinking disabled where the template supports it), batch size 1."""
+
+    def __init__(self, model_dir: str | Path, model_id: str | None = None,
+                 dtype: str = "float32", device: str | None = None) -> None:
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_dir = Path(model_dir)
+        self.model_id = model_id or self.model_dir.name
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+        dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+        self.model = AutoModelForCausalLM.from_pretrained(
+            self.model_dir, **{dtype_kw: getattr(torch, dtype)}).to(self.device).eval()
+        eos = self.model.generation_config.eos_token_id
+        self.eos_ids = [e for e in (eos if isinstance(eos, list) else [eos]) if e is not None]
+        if not self.eos_ids and self.tokenizer.eos_token_id is not None:
+            self.eos_ids = [self.tokenizer.eos_token_id]
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        # Replace the checkpoint's generation defaults outright: passing a greedy config to
+        # generate() is not enough, since transformers >= 4.50 fills every field left at its
+        # global default (do_sample=False, repetition_penalty=1.0) from the model's sampling
+        # defaults (do_sample=True, temperature, top_p, repetition_penalty).
+        from transformers import GenerationConfig
+
+        self.model.generation_config = GenerationConfig(
+            do_sample=False, num_beams=1, eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
+            bos_token_id=self.model.generation_config.bos_token_id)
+
+    def encode(self, messages: list[dict[str, str]],
+               chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
+        kwargs = {"enable_thinking": False, **(chat_template_kwargs or {})}
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                 tokenize=True, **kwargs)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in newer releases
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def complete(self, messages: list[dict[str, str]], max_tokens: int,
+                 chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
+        import torch
+
+        ids = self.encode(messages, chat_template_kwargs)
+        input_ids = torch.tensor([ids], device=self.device)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                      max_new_tokens=max_tokens)
+        new = out[0, len(ids):].tolist()
+        stopped = bool(new) and new[-1] in self.eos_ids
+        if stopped:
+            new = new[:-1]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        return Completion(text, "stop" if stopped else "length", len(ids), len(new) + int(stopped))
+
+
+class OpenAIServer:
+    """ThreadingHTTPServer with the OpenAI chat-completions shape, a request counter and a
+    fault queue. Generation is serialised (one at a time) behind a lock."""
+
+    def __init__(self, backend: ChatBackend, host: str = "127.0.0.1", port: int = 0,
+                 retry_after: str = "1", timeout_hold_s: float = 5.0,
+                 default_max_tokens: int = 64) -> None:
+        self.backend = backend
+        self.faults: deque[str] = deque()
+        self.counts: Counter[str] = Counter()  # sha256(body) -> times received
+        self.log: list[tuple[str, str]] = []  # (sha256(body), what the server did), in order
+        self.retry_after = retry_after
+        self.timeout_hold_s = timeout_hold_s
+        self.default_max_tokens = default_max_tokens
+        self._lock = threading.Lock()
+        self._generate_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def inject(self, *faults: str) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.counts.clear()
+            self.log.clear()
+
+    def start(self) -> "OpenAIServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="cmc-serve", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> "OpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def serve_forever(self) -> None:
+        try:
+            self.httpd.serve_forever()
+        finally:
+            self.httpd.server_close()
+
+    # -- called by the handler ------------------------------------------------------------
+
+    def _receive(self, body: bytes) -> tuple[str, str]:
+        digest = hashlib.sha256(body).hexdigest()
+        with self._lock:
+            self.counts[digest] += 1
+            fault = self.faults.popleft() if self.faults else "ok"
+            self.log.append((digest, fault))
+        return digest, fault
+
+    def _complete(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        messages = request.get("messages")
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
+                for m in messages):
+            return 400, _error("`messages` must be a non-empty list of {role, content} strings")
+        temperature = request.get("temperature", 0)
+        if not isinstance(temperature, (int, float)) or temperature != 0:
+            return 400, _error("this server is greedy only: temperature must be 0")
+        max_tokens = request.get("max_tokens", request.get("max_completion_tokens", self.default_max_tokens))
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return 400, _error("`max_tokens` must be a positive integer")
+        if request.get("stream"):
+            return 400, _error("streaming is not supported")
+        kwargs = request.get("chat_template_kwargs")
+        with self._generate_lock:
+            done = self.backend.complete([{"role": m["role"], "content": m["content"]} for m in messages],
+                                         max_tokens, kwargs if isinstance(kwargs, dict) else None)
+        return 200, {
+            "id": "chatcmpl-" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:24],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.backend.model_id,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": done.text},
+                         "finish_reason": done.finish_reason}],
+            "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
+                      "total_tokens": done.prompt_tokens + done.completion_tokens},
+        }
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind}}
+
+
+def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real servers do
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
+            pass
+
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                self._send(200, {"object": "list", "data": [
+                    {"id": server.backend.model_id, "object": "model", "owned_by": "cmc-harness"}]})
+            else:
+                self._send(404, _error(f"no route {self.path}", "not_found"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send(404, _error(f"no route {self.path}", "not_found"))
+                return
+            _, fault = server._receive(body)
+            if fault == "drop":
+                self.close_connection = True
+                return
+            if fault == "timeout":
+                server._stopping.wait(server.timeout_hold_s)
+                self.close_connection = True
+                return
+            if fault == "badjson":
+                self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": {"content": "')
+                return
+            if fault == "nochoices":
+                self._send(200, {"id": "chatcmpl-empty", "object": "chat.completion", "choices": []})
+                return
+            status, _, retry_after = fault.partition(":")
+            if status.isdigit():
+                code = int(status)
+                hdrs = {"Retry-After": retry_after or server.retry_after} if (retry_after or code == 429) else {}
+                self._send(code, _error(f"injected {code}", "injected_fault"), hdrs)
+                return
+            if fault != "ok":
+                raise ValueError(f"unknown fault {fault!r}")
+            try:
+                request = json.loads(body)
+                if not isinstance(request, dict):
+                    raise ValueError("body is not a JSON object")
+            except (ValueError, UnicodeDecodeError) as exc:
+                self._send(400, _error(f"invalid JSON body: {exc}"))
+                return
+            try:
+                status_code, payload = server._complete(request)
+            except Exception as exc:  # a backend failure is a server error, as in real servers
+                self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
+                return
+            self._send(status_code, payload)
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model-dir", required=True, help="saved model + tokenizer folder")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--served-model-name", default=None, help="model id reported to clients")
+    parser.add_argument("--dtype", default="float32")
+    args = parser.parse_args(argv)
+    backend = TransformersBackend(args.model_dir, args.served_model_name, args.dtype)
+    server = OpenAIServer(backend, args.host, args.port)
+    print(f"serving {backend.model_id} at {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
