@@ -10,9 +10,13 @@ from cmc.errors import DataError
 from cmc.io import sha256_file
 
 
-def fetch_pinned(local: str | None, sha256: str, hub_repo: str, hub_revision: str, hub_filename: str) -> Path:
+def fetch_pinned(
+    local: str | None, sha256: str, hub_repo: str | None, hub_revision: str | None, hub_filename: str | None
+) -> Path:
     if local and Path(local).is_file():
         path = Path(local)
+    elif hub_repo is None:
+        raise DataError(f"no local copy at {local!r} and no hub source for it; build or copy the file there first")
     else:
         try:
             from huggingface_hub import hf_hub_download

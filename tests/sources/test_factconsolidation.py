@@ -7,7 +7,7 @@ import pytest
 from hydra.utils import instantiate
 
 from cmc.errors import DataError
-from cmc.sources.factconsolidation import FactConsolidation
+from cmc.sources.rows import RowDataset
 
 
 def test_real_split_gives_four_shared_histories_and_800_questions(dataset):
@@ -28,7 +28,8 @@ def test_labels_cover_every_question_and_stay_out_of_the_dataset(cfg, dataset):
 
 
 def _adapter(cfg, path, sha256=None):
-    return FactConsolidation(
+    return RowDataset(
+        name="factconsolidation",
         path=str(path), sha256=sha256 or cfg.dataset.sha256, hub_repo="none/none",
         hub_revision="0" * 40, hub_filename="x.parquet",
     )

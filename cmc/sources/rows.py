@@ -1,10 +1,14 @@
-"""MemoryAgentBench FactConsolidation (Conflict_Resolution split) as histories + questions.
+"""Datasets in MemoryAgentBench's row format as histories + questions.
 
-The sh and mh rows of one length share one context; they become one History so that it is
-compiled once. Answers are read only by `load_labels`, which the evidence stage never calls.
+Each row holds one context, its questions, their answers and metadata.source
+`<name>_<sh|mh>_<slice>` (FactConsolidation: slice = history length such as 262k;
+MQuAKE-MemStream: slice = pool such as pool3). The sh and mh rows of one slice share one
+context; they become one History so that it is compiled once. Answers are read only by
+`load_labels`, which the evidence stage never calls.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,27 +20,33 @@ from cmc.records import History, Question
 from cmc.sources import Dataset
 from cmc.sources.pinned import fetch_pinned
 
-_SOURCE = re.compile(r"factconsolidation_(sh|mh)_(\d+k)\Z")
 REQUIRED_COLUMNS = ("context", "questions", "answers", "metadata")
 
 
-class FactConsolidation:
+class RowDataset:
     def __init__(
         self,
+        name: str,
         path: str | None,
-        sha256: str,
-        hub_repo: str,
-        hub_revision: str,
-        hub_filename: str,
-        name: str = "factconsolidation",
+        sha256: str | None = None,
+        card: str | None = None,
+        hub_repo: str | None = None,
+        hub_revision: str | None = None,
+        hub_filename: str | None = None,
     ) -> None:
+        """`sha256` pins a published file; a derived file (MQuAKE-MemStream) is instead
+        checked against the hash its builder wrote into `card` (card.json)."""
         self.name = name
+        self._source = re.compile(rf"{re.escape(name)}_(sh|mh)_(\w+)\Z")
+        self._card = card
         self._pin = dict(local=path, sha256=sha256, hub_repo=hub_repo, hub_revision=hub_revision, hub_filename=hub_filename)
         self._rows: list[dict[str, Any]] | None = None
         self.path: Path | None = None
 
     def _read(self) -> list[dict[str, Any]]:
         if self._rows is None:
+            if self._pin["sha256"] is None:
+                self._pin["sha256"] = _card_sha256(self._card, self._pin["local"])
             self.path = fetch_pinned(**self._pin)
             table = pq.read_table(self.path)
             missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
@@ -49,9 +59,9 @@ class FactConsolidation:
         where = f"{self.path}: row {index}"
         metadata = row["metadata"] or {}
         source, ids = metadata.get("source"), metadata.get("qa_pair_ids")
-        match = _SOURCE.match(source or "")
+        match = self._source.match(source or "")
         if match is None:
-            raise DataError(f"{where}: metadata.source {source!r} is not factconsolidation_{{sh|mh}}_{{N}}k")
+            raise DataError(f"{where}: metadata.source {source!r} is not {self.name}_{{sh|mh}}_{{slice}}")
         questions, answers = row["questions"], row["answers"]
         if not ids or not (len(ids) == len(questions) == len(answers)):
             raise DataError(f"{where}: metadata.qa_pair_ids, questions and answers differ in length")
@@ -85,3 +95,13 @@ class FactConsolidation:
             for qid, answer in zip(ids, row["answers"]):
                 labels[qid] = tuple(answer)
         return labels
+
+
+def _card_sha256(card: str | None, path: str | None) -> str:
+    if card is None or path is None:
+        raise DataError(f"dataset file {path!r} has neither a pinned sha256 nor a card to verify it against")
+    try:
+        files = json.loads(Path(card).read_text(encoding="utf-8"))["files"]
+        return files[Path(path).name]
+    except (OSError, KeyError, json.JSONDecodeError) as exc:
+        raise DataError(f"{card}: cannot read the sha256 of {Path(path).name} ({exc}); rebuild with `make memstream`") from exc
