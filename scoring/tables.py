@@ -1,0 +1,123 @@
+"""Experiment-level analysis over sealed bundles: one item table, accuracy summaries and
+the preregistered paired contrasts. Everything is recomputable from bundles + labels."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.records import Question
+from cmc.vault import LabelVault
+from scoring.intervals import wilson_interval
+from scoring.metrics import normalize_answer, score_output
+from scoring.paired import cluster_bootstrap, win_tie_loss
+
+CLUSTER_KEYS: dict[str, Callable[[Question], str]] = {
+    # Identical question wording asked of several histories is one query cluster.
+    "question_text": lambda q: normalize_answer(q.text),
+    "question_id": lambda q: q.qid,
+}
+
+
+def bundle_items(bundle: Path, vault: LabelVault, questions: Mapping[str, Question], cluster: str) -> pd.DataFrame:
+    """One row per question of one sealed bundle, scored with the released metric."""
+    seal = verify_seal(bundle)
+    manifest = read_manifest(bundle)
+    labels = vault.open(bundle)
+    evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
+    requests = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "requests.jsonl")}
+    config = manifest["config"]
+    rows = []
+    for pred in read_bundle_jsonl(bundle, "predictions.jsonl"):
+        qid = pred["question_id"]
+        question = questions[qid]
+        scored = score_output(pred["raw"], labels[qid])
+        rows.append({
+            "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
+            "question_id": qid, "hop": question.hop, "length": question.length,
+            "cluster": CLUSTER_KEYS[cluster](question),
+            "substring_em": scored["substring_em"], "strict_em": scored["strict_em"],
+            "input_tokens": requests[qid]["input_tokens"], "truncated": evidence[qid]["truncated"],
+            "error": pred["error"], "seal": seal,
+        })
+    return pd.DataFrame(rows)
+
+
+def experiment_items(bundles: Iterable[Path], vault: LabelVault, questions: Mapping[str, Question],
+                     cluster: str = "question_text") -> pd.DataFrame:
+    frames = [bundle_items(b, vault, questions, cluster) for b in bundles]
+    if not frames:
+        raise FileNotFoundError("no sealed bundles to score")
+    return pd.concat(frames, ignore_index=True)
+
+
+def accuracy(items: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Substring-EM accuracy (%) with Wilson 95% bounds per group."""
+    rows = []
+    for key, group in items.groupby(list(by), sort=False):
+        correct, n = int(group["substring_em"].sum()), len(group)
+        low, high = wilson_interval(correct, n)
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "n": n, "correct": correct,
+                     "accuracy": 100 * correct / n, "wilson_low": 100 * low, "wilson_high": 100 * high})
+    return pd.DataFrame(rows)
+
+
+def view_table(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
+    """Table 1's shape: SH and MH accuracy, mean reader-input tokens, truncated contexts."""
+    acc = accuracy(items, ["arm", "hop"]).set_index(["arm", "hop"])
+    rows = []
+    for arm in views:
+        part = items[items["arm"] == arm]
+        if part.empty:
+            continue
+        cell = lambda hop: acc.loc[(arm, hop)] if (arm, hop) in acc.index else None  # noqa: E731
+        sh, mh = cell("sh"), cell("mh")
+        rows.append({
+            "view": arm, "n": len(part),
+            "SH": None if sh is None else round(sh["accuracy"], 2),
+            "SH 95% CI": None if sh is None else f"[{sh['wilson_low']:.1f}, {sh['wilson_high']:.1f}]",
+            "MH": None if mh is None else round(mh["accuracy"], 2),
+            "MH 95% CI": None if mh is None else f"[{mh['wilson_low']:.1f}, {mh['wilson_high']:.1f}]",
+            "Tokens": round(float(part["input_tokens"].mean()), 1) if part["input_tokens"].notna().all() else None,
+            "Trunc.": int(part["truncated"].sum()),
+        })
+    return pd.DataFrame(rows)
+
+
+def contrasts(items: pd.DataFrame, pairs: Sequence[Sequence[str]], preregistered: Sequence[Sequence[str]],
+              by: str = "hop", n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Paired W/T/L and the query-cluster bootstrap of the mean difference (points), for
+    each (a, b) pair within each `by` group; pairs not preregistered are marked exploratory."""
+    registered = {tuple(p) for p in preregistered}
+    rows = []
+    for a, b in pairs:
+        left = items[items["arm"] == a].set_index("question_id")
+        right = items[items["arm"] == b].set_index("question_id")
+        shared = left.index.intersection(right.index)
+        for group in sorted(left.loc[shared, by].unique()):
+            ids = [q for q in shared if left.at[q, by] == group]
+            x = left.loc[ids, "substring_em"].to_numpy(dtype=float)
+            y = right.loc[ids, "substring_em"].to_numpy(dtype=float)
+            wtl = win_tie_loss(x, y)
+            boot = cluster_bootstrap(100 * (x - y), list(left.loc[ids, "cluster"]), n_boot=n_boot, seed=seed)
+            rows.append({"a": a, "b": b, by: group, "n": len(ids), "wins": wtl["wins"], "ties": wtl["ties"],
+                         "losses": wtl["losses"], "mean_diff": round(boot["mean"], 2),
+                         "ci_low": round(boot["low"], 2), "ci_high": round(boot["high"], 2),
+                         "status": "preregistered" if (a, b) in registered else "exploratory"})
+    return pd.DataFrame(rows)
+
+
+def strict_table(items: pd.DataFrame) -> pd.DataFrame:
+    """Strict EM next to substring EM (appendix B.3)."""
+    return (items.groupby(["arm", "hop"], sort=False)
+            .agg(n=("question_id", "size"), substring_em=("substring_em", "mean"), strict_em=("strict_em", "mean"))
+            .mul({"n": 1, "substring_em": 100, "strict_em": 100}).round(2).reset_index())
+
+
+def length_order(values: Iterable[str]) -> list[str]:
+    """'6k' < '32k' < '262k'; slices without digits keep their first-seen order."""
+    unique = list(dict.fromkeys(values))
+    digits = lambda s: int("".join(c for c in s if c.isdigit()) or -1)  # noqa: E731
+    return sorted(unique, key=digits)
