@@ -1,0 +1,86 @@
+"""Figures from the experiment item table (matplotlib, headless Agg backend)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from scoring.tables import accuracy, length_order  # noqa: E402
+
+HOP_TITLES = {"sh": "single-hop", "mh": "multi-hop"}
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def accuracy_by_length(items: pd.DataFrame, arms: Sequence[str], path: Path, caption: str) -> Path:
+    """Figure 2: substring-EM accuracy per history length, one line per arm, one panel per hop."""
+    lengths = length_order(items["length"])
+    acc = accuracy(items[items["arm"].isin(arms)], ["arm", "hop", "length"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for ax, hop in zip(axes, ("sh", "mh")):
+        for arm in arms:
+            part = acc[(acc["arm"] == arm) & (acc["hop"] == hop)].set_index("length").reindex(lengths)
+            if part["accuracy"].notna().any():
+                ax.errorbar(range(len(lengths)), part["accuracy"],
+                            yerr=[part["accuracy"] - part["wilson_low"], part["wilson_high"] - part["accuracy"]],
+                            marker="o", capsize=3, label=arm)
+        ax.set_xticks(range(len(lengths)), lengths)
+        ax.set_xlabel("history length (tokens)")
+        ax.set_title(HOP_TITLES[hop])
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("substring exact match (%)")
+    axes[1].legend(loc="best", fontsize=8)
+    fig.suptitle(caption, fontsize=9)
+    return _save(fig, path)
+
+
+def accuracy_vs_tokens(items: pd.DataFrame, arms: Sequence[str], path: Path, caption: str) -> Path:
+    """Figure 3: accuracy against mean reader-input tokens per arm (matched-length view)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for hop, marker in (("sh", "o"), ("mh", "s")):
+        for arm in arms:
+            part = items[(items["arm"] == arm) & (items["hop"] == hop)]
+            if not part.empty:
+                ax.scatter(part["input_tokens"].mean(), 100 * part["substring_em"].mean(), marker=marker, s=50)
+                ax.annotate(f"{arm} ({hop})", (part["input_tokens"].mean(), 100 * part["substring_em"].mean()),
+                            fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("mean reader-input tokens (chat template included)")
+    ax.set_ylabel("substring exact match (%)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.set_title(caption, fontsize=9)
+    return _save(fig, path)
+
+
+def depth_curve(items: pd.DataFrame, arms_by_depth: dict[int, str], path: Path, caption: str) -> Path:
+    """Appendix H: accuracy against the traversal depth cap, one line per hop class."""
+    fig, ax = plt.subplots(figsize=(5, 4))
+    depths = sorted(arms_by_depth)
+    for hop in ("sh", "mh"):
+        values = []
+        for depth in depths:
+            part = items[(items["arm"] == arms_by_depth[depth]) & (items["hop"] == hop)]
+            values.append(100 * part["substring_em"].mean() if len(part) else float("nan"))
+        ax.plot(depths, values, marker="o", label=HOP_TITLES[hop])
+    ax.set_xticks(depths)
+    ax.set_xlabel("traversal depth cap (hops)")
+    ax.set_ylabel("substring exact match (%)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(caption, fontsize=9)
+    return _save(fig, path)
+
