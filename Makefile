@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: help venv test test-fast evidence diagnostics bench memstream table1
@@ -12,9 +13,10 @@ help: ## list the targets
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q "torch==$(TORCH)"
+	$(PY) -m pip install -q -e ".[readers,test]"
 
-venv: $(PY) ## create .venv and install the project with test extras
+venv: $(PY) ## create .venv and install the project with reader and test extras
 
 test: $(PY) ## run the whole test suite (slow tests included)
 	$(PY) -m pytest -n 2 -q

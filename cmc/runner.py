@@ -109,9 +109,12 @@ class Run:
         return [packets[q.qid] for q in self.questions]
 
     def requests(self) -> list[Request]:
-        """Rebuild every request from the evidence (deterministic: tokenizer only, no weights)."""
+        return self.requests_for(self.packets())
+
+    def requests_for(self, packets: list[dict[str, Any]]) -> list[Request]:
+        """Rebuild each question's request from its evidence packet (tokenizer only, no weights)."""
         out = []
-        for question, packet in zip(self.questions, self.packets()):
+        for question, packet in zip(self.questions, packets):
             text = rebuild_text(self.dataset.histories[question.history_id], packet)
             out.append(self.reader.prepare(self.prompt, text, question.text))
         return out
@@ -155,6 +158,8 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
         if (stored is None or stored.error is not None) and request.id not in pending:
             pending[request.id] = request
     log.info("%d requests to generate (%d already stored)", len(pending), len(run.questions) - len(pending))
+    if pending and hasattr(run.reader, "preflight"):
+        run.reader.preflight()  # a wrong URL or key fails here, not as 800 error predictions
     workers = max(1, int(getattr(run.reader, "concurrency", 1)))
     progress = tqdm(total=len(pending), desc=f"generate {run.name}", disable=None, mininterval=2)
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -43,3 +43,11 @@ def memories(dataset, frontend):
     from cmc.runner import build_memories
 
     return build_memories(dataset, frontend)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved tiny Qwen2 chat model (tests/readers/tiny_model.py); built once, in seconds."""
+    from tests.readers.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))

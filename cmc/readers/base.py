@@ -7,11 +7,24 @@ share one generation.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
+
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """Drop reasoning before parsing: whole <think> blocks, everything up to a closing tag
+    whose opening tag was in the prompt, and an unterminated block (cut by the token cap).
+    Shared by every backend so answers are parsed by one rule."""
+    text = _THINK_BLOCK.sub("", text)
+    text = text.rsplit("</think>", 1)[-1]
+    return text.split("<think>", 1)[0].strip()
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ import email.utils
 import json
 import os
 import random
-import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -42,16 +42,9 @@ from typing import Any
 import httpx
 
 from cmc.prompt import Prompt
-from cmc.readers.base import Prediction, Request
+from cmc.readers.base import Prediction, Request, strip_think
 
-_THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
-
-
-def strip_think(text: str) -> str:
-    """Drop one leading `<think>...</think>` block (reasoning models with thinking left on).
-    An unterminated block is left as is: the answer is then whatever the model wrote."""
-    return _THINK.sub("", text, count=1)
 
 
 def _plain(obj: Any) -> Any:
@@ -247,8 +240,10 @@ class OpenAIReader:
                 if attempt < self.max_retries:
                     time.sleep(self._delay(attempt, exc.wait_hint))
                     continue
+                kinds = Counter(e.split(":", 1)[0] for e in errors)
+                seen = ", ".join(f"{k} x{n}" for k, n in kinds.items())
                 return Prediction(request.id, None, error=(
-                    f"transport failure after {attempt + 1} attempts; last: {exc}"))
+                    f"transport failure after {attempt + 1} attempts ({seen}); last: {exc}"))
             except _Terminal as exc:
                 tried = f" (after {attempt} transport retries)" if attempt else ""
                 return Prediction(request.id, None, error=f"non-retryable{tried}: {exc}")

@@ -2,10 +2,12 @@
 tested end to end (and a local model can be shared by several processes).
 
     python -m cmc.readers.serve --model-dir DIR --port 8000
+    python -m cmc.readers.serve --reader qwen25_coder_05b --port 8000
 
 Endpoints: POST /v1/chat/completions (greedy only; temperature must be 0 or absent) and
 GET /v1/models. The `model` field of a request is not checked (as llama.cpp does); the
-response always names the served model, which is what the reader records.
+response always names the served model, which is what the reader records. Thinking follows
+the reader's config (off by default); a request's `chat_template_kwargs` override it.
 
 For tests the server runs in-process (`OpenAIServer(backend, port=0).start()`), counts
 every chat-completions body it receives (`counts`, keyed by the body's sha256) and
@@ -50,64 +52,64 @@ class ChatBackend(Protocol):
         """Greedy chat completion of `messages`, at most `max_tokens` new tokens."""
 
 
-class TransformersBackend:
-    """Greedy generation with transformers from a saved model folder: the tokenizer's chat
-    template (thinking disabled where the template supports it), batch size 1."""
+class ReaderBackend:
+    """Serves a local reader (`cmc.readers.hf.HFReader` or anything with its public API:
+    `name`, `pin`, `tokenizer`, `enable_thinking`, `chat_template_kwargs`, `model_id` and
+    `generate(Request)`). Incoming messages are rendered exactly as `HFReader.prepare`
+    renders a prompt (chat template, thinking off unless the request's
+    `chat_template_kwargs` say otherwise, no extra special tokens), so a served answer is
+    the reader's own greedy answer for the same messages."""
 
-    def __init__(self, model_dir: str | Path, model_id: str | None = None,
-                 dtype: str = "float32", device: str | None = None) -> None:
-        import torch
-        import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.model_dir = Path(model_dir)
-        self.model_id = model_id or self.model_dir.name
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-        dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
-        self.model = AutoModelForCausalLM.from_pretrained(
-            self.model_dir, **{dtype_kw: getattr(torch, dtype)}).to(self.device).eval()
-        eos = self.model.generation_config.eos_token_id
-        self.eos_ids = [e for e in (eos if isinstance(eos, list) else [eos]) if e is not None]
-        if not self.eos_ids and self.tokenizer.eos_token_id is not None:
-            self.eos_ids = [self.tokenizer.eos_token_id]
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
-        # Replace the checkpoint's generation defaults outright: passing a greedy config to
-        # generate() is not enough, since transformers >= 4.50 fills every field left at its
-        # global default (do_sample=False, repetition_penalty=1.0) from the model's sampling
-        # defaults (do_sample=True, temperature, top_p, repetition_penalty).
-        from transformers import GenerationConfig
-
-        self.model.generation_config = GenerationConfig(
-            do_sample=False, num_beams=1, eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
-            bos_token_id=self.model.generation_config.bos_token_id)
+    def __init__(self, reader: Any, model_id: str | None = None) -> None:
+        self.reader = reader
+        self.model_id = model_id or reader.model_id
 
     def encode(self, messages: list[dict[str, str]],
                chat_template_kwargs: dict[str, Any] | None = None) -> list[int]:
-        kwargs = {"enable_thinking": False, **(chat_template_kwargs or {})}
-        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                 tokenize=True, **kwargs)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding in newer releases
-            ids = ids["input_ids"]
-        return list(ids)
+        kwargs = {"enable_thinking": self.reader.enable_thinking, **self.reader.chat_template_kwargs,
+                  **(chat_template_kwargs or {})}
+        text = self.reader.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **kwargs)
+        return list(self.reader.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int,
                  chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
-        import torch
+        from cmc.readers.base import Request
 
         ids = self.encode(messages, chat_template_kwargs)
-        input_ids = torch.tensor([ids], device=self.device)
-        with torch.inference_mode():
-            out = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                      max_new_tokens=max_tokens)
-        new = out[0, len(ids):].tolist()
-        stopped = bool(new) and new[-1] in self.eos_ids
-        if stopped:
-            new = new[:-1]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
-        return Completion(text, "stop" if stopped else "length", len(ids), len(new) + int(stopped))
+        request = Request(self.reader.name, self.reader.pin, "served", tuple(messages),
+                          {"max_new_tokens": max_tokens, "do_sample": False}, tuple(ids))
+        pred = self.reader.generate(request)
+        if pred.error is not None or pred.raw is None:
+            raise RuntimeError(pred.error or "reader returned no answer")
+        return Completion(pred.raw, pred.finish_reason or "stop", pred.usage.get("prompt_tokens", len(ids)),
+                          pred.usage.get("completion_tokens", 0))
+
+
+def load_backend(model_dir: str | Path | None = None, reader: str | None = None,
+                 dtype: str = "auto", served_model_name: str | None = None) -> ReaderBackend:
+    """A backend from a saved model folder (`HFReader` over `HubModel(local_path=...)`), or
+    from a reader config: a name under conf/reader/ or a path to a YAML file."""
+    if (model_dir is None) == (reader is None):
+        raise ValueError("give exactly one of model_dir and reader")
+    if reader is not None:
+        from hydra.utils import instantiate
+        from omegaconf import OmegaConf
+
+        path = Path(reader)
+        if not path.suffix:
+            path = Path(__file__).resolve().parents[2] / "conf" / "reader" / f"{reader}.yaml"
+        return ReaderBackend(instantiate(OmegaConf.load(path)), served_model_name)
+    import torch
+
+    from cmc.readers.hf import HFReader
+    from cmc.readers.models import HubModel
+
+    folder = Path(model_dir).resolve()
+    if dtype == "auto":
+        dtype = "float16" if torch.cuda.is_available() else "float32"
+    hf = HFReader(name="served", model=HubModel(folder.name, "local", local_path=str(folder)), dtype=dtype)
+    return ReaderBackend(hf, served_model_name or folder.name)
 
 
 class OpenAIServer:
@@ -187,7 +189,7 @@ class OpenAIServer:
                 isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
                 for m in messages):
             return 400, _error("`messages` must be a non-empty list of {role, content} strings")
-        temperature = request.get("temperature", 0)
+        temperature = request.get("temperature") or 0
         if not isinstance(temperature, (int, float)) or temperature != 0:
             return 400, _error("this server is greedy only: temperature must be 0")
         max_tokens = request.get("max_tokens", request.get("max_completion_tokens", self.default_max_tokens))
@@ -287,13 +289,15 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model-dir", required=True, help="saved model + tokenizer folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", help="a saved transformers model + tokenizer folder")
+    source.add_argument("--reader", help="a local reader config: name under conf/reader/ or a YAML path")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--served-model-name", default=None, help="model id reported to clients")
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", default="auto", help="with --model-dir: float16 on GPU, float32 on CPU")
     args = parser.parse_args(argv)
-    backend = TransformersBackend(args.model_dir, args.served_model_name, args.dtype)
+    backend = load_backend(args.model_dir, args.reader, args.dtype, args.served_model_name)
     server = OpenAIServer(backend, args.host, args.port)
     print(f"serving {backend.model_id} at {server.url}", flush=True)
     try:

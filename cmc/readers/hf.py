@@ -1,0 +1,198 @@
+"""Local transformers reader: a frozen causal LM at a pinned revision, greedy, batch size 1.
+
+`prepare` fixes the exact token ids (chat template, thinking off, evidence left-truncated to
+the input cap) so the request id covers everything the model sees; `generate` feeds those
+ids as they are and never re-tokenizes. Optional prefix caching reuses the KV cache of the
+long prefix that the questions of one history share.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from collections import OrderedDict
+from functools import cached_property
+from typing import Any
+
+import torch
+import transformers
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
+                          PreTrainedTokenizerBase)
+
+from cmc.errors import DataError
+from cmc.io import canonical_json, sha256_text
+from cmc.prompt import Prompt
+from cmc.readers.base import Prediction, Request, strip_think
+from cmc.readers.models import ModelSource
+
+def common_prefix_len(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class HFReader:
+    """transformers AutoModelForCausalLM reader. Weights and tokenizer load lazily, so
+    building a reader from config (and checking its model pin) costs nothing."""
+
+    PREFIX_CACHE_ENTRIES = 2  # a history's shared prefix plus one longer or older; KV caches are large
+    MIN_PREFIX_TOKENS = 64  # a shorter shared prefix is not worth a cache copy (or an eviction)
+
+    def __init__(
+        self,
+        name: str,
+        model: ModelSource,
+        dtype: str = "float16",
+        attn_implementation: str = "sdpa",
+        max_new_tokens: int = 64,
+        max_input_tokens: int | None = None,
+        enable_thinking: bool = False,
+        prefix_cache: bool = False,
+        device: str = "auto",
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(getattr(torch, dtype, None), torch.dtype):
+            raise ValueError(f"dtype {dtype!r} is not a torch dtype name (float16, bfloat16, float32)")
+        self.name, self.source, self.dtype = name, model, dtype
+        self.attn_implementation, self.max_new_tokens = attn_implementation, max_new_tokens
+        self.max_input_tokens, self.enable_thinking, self.prefix_cache = max_input_tokens, enable_thinking, prefix_cache
+        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        # Extra template variables that must be fixed for reproducibility, e.g. Llama 3.1's
+        # `date_string`, which otherwise defaults to today's date.
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.prefill_tokens_total = 0  # prompt tokens of every generated request
+        self.prefill_tokens_saved = 0  # of those, tokens whose KV came from the prefix cache
+        self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._last_ids: tuple[int, ...] = ()
+
+    @cached_property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        tokenizer = AutoTokenizer.from_pretrained(self.source.resolve())
+        if not tokenizer.chat_template:
+            raise DataError(f"{self.source.pin}: tokenizer has no chat template; an instruct model is required")
+        return tokenizer
+
+    @cached_property
+    def model(self) -> PreTrainedModel:
+        model = AutoModelForCausalLM.from_pretrained(
+            self.source.resolve(), dtype=getattr(torch, self.dtype), attn_implementation=self.attn_implementation)
+        eos = model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        eos = [eos] if isinstance(eos, int) else list(eos)
+        pad = self.tokenizer.pad_token_id
+        # A fresh config drops the checkpoint's sampling defaults (temperature, top_p,
+        # repetition_penalty...): the protocol is plain greedy whatever the model ships.
+        model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=eos[0] if pad is None else pad)
+        return model.to(self.device).eval()
+
+    @cached_property
+    def chat_template_sha256(self) -> str:
+        template = self.tokenizer.chat_template  # a dict when a model ships several named templates
+        return sha256_text(template if isinstance(template, str) else canonical_json(template))
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """A fresh dict each time: requests hold it, and must not share a mutable one."""
+        return {
+            **self.source.pin, "chat_template_sha256": self.chat_template_sha256,
+            "dtype": self.dtype, "attn_implementation": self.attn_implementation,
+            "backend": "transformers", "transformers": transformers.__version__,
+        }
+
+    @property
+    def model_id(self) -> str:
+        pin = self.source.pin
+        return f"{pin['repo']}@{pin['revision']}" if "repo" in pin and "revision" in pin else canonical_json(pin)
+
+    def _render(self, prompt: Prompt, evidence: str, question: str) -> tuple[list[dict[str, str]], list[int]]:
+        messages = prompt.messages(evidence, question)
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, enable_thinking=self.enable_thinking,
+            **self.chat_template_kwargs)
+        # The template writes any BOS itself; adding special tokens again would double it.
+        return messages, self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
+        """Tokenize the chat; over the input cap, drop the evidence's oldest tokens (its own
+        tokenization) until the whole rendering fits. The messages keep the cut evidence, so
+        re-rendering them reproduces the input ids exactly."""
+        messages, ids = self._render(prompt, evidence, question)
+        cut = 0
+        cap = self.max_input_tokens
+        if cap is not None and len(ids) > cap:
+            starts = [s for s, _ in self.tokenizer(
+                evidence, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
+            while len(ids) > cap:
+                if cut == len(starts):
+                    raise DataError(f"{self.name}: input cap {cap} cannot hold the prompt without evidence "
+                                    f"({len(ids)} tokens)")
+                # Boundary merges make the rendered count move by about, not exactly, the cut.
+                cut = min(len(starts), cut + len(ids) - cap)
+                messages, ids = self._render(prompt, evidence[starts[cut]:] if cut < len(starts) else "", question)
+        return Request(
+            reader=self.name, pin=self.pin, prompt_version=prompt.version, messages=tuple(messages),
+            generation={"max_new_tokens": self.max_new_tokens, "do_sample": False},
+            input_ids=tuple(ids), evidence_truncated_tokens=cut)
+
+    @torch.inference_mode()
+    def generate(self, request: Request) -> Prediction:
+        """Greedy decoding of exactly request.input_ids. Only an out-of-memory error becomes
+        a failed prediction; anything else is a bug and raises."""
+        if request.input_ids is None:
+            raise ValueError(f"request {request.id} has no input ids; prepare it with this reader")
+        if request.reader != self.name or request.pin != self.pin:
+            raise ValueError(f"request {request.id} was prepared for {request.reader} {request.pin}, "
+                             f"not {self.name} {self.pin}")
+        try:
+            new = self._generate_ids(request.input_ids, request.generation)
+        except torch.OutOfMemoryError as exc:
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+            return Prediction(request.id, None, model=self.model_id, error=f"OutOfMemoryError: {exc}")
+        eos = set(self.model.generation_config.eos_token_id)
+        return Prediction(
+            request_id=request.id,
+            raw=strip_think(self.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)),
+            finish_reason="stop" if new and new[-1] in eos else "length",
+            usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
+            model=self.model_id,
+        )
+
+    def _generate_ids(self, ids: tuple[int, ...], generation: dict[str, Any]) -> list[int]:
+        inputs = torch.tensor([ids], device=self.device)
+        self.prefill_tokens_total += len(ids)
+        cache = None
+        if self.prefix_cache:
+            cache, reused = self._cached_prefix(ids)
+            self.prefill_tokens_saved += reused
+        out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), past_key_values=cache, **generation)
+        return out[0, len(ids):].tolist()
+
+    def _cached_prefix(self, ids: tuple[int, ...]) -> tuple[Any, int]:
+        """A private copy of the KV cache for the longest stored prefix of `ids`, and how many
+        tokens came from storage rather than being computed for this request. When `ids`
+        shares a longer prefix with the previous request, that prefix is computed (on top of
+        the best stored one) and stored first, so the third and later questions over the same
+        evidence skip it. Snapshots are never cropped, which keeps this exact for caches that
+        cannot be cut back (linear-attention layers). The copy keeps stored caches clean,
+        since generation appends to the cache it is given."""
+        best = max((key for key in self._prefixes if len(key) < len(ids) and ids[:len(key)] == key),
+                   key=len, default=())
+        reused = len(best)
+        # At least one token must stay uncached: generation needs logits for the last one.
+        shared = min(common_prefix_len(ids, self._last_ids), len(ids) - 1)
+        self._last_ids = ids
+        if shared - len(best) >= self.MIN_PREFIX_TOKENS:
+            base = copy.deepcopy(self._prefixes[best]) if best else None
+            step = torch.tensor([ids[len(best):shared]], device=self.device)
+            out = self.model(input_ids=step, past_key_values=base, use_cache=True, logits_to_keep=1)
+            best = ids[:shared]
+            self._prefixes[best] = out.past_key_values
+            while len(self._prefixes) > self.PREFIX_CACHE_ENTRIES:
+                self._prefixes.popitem(last=False)
+        if not best:
+            return None, 0
+        self._prefixes.move_to_end(best)
+        return copy.deepcopy(self._prefixes[best]), reused

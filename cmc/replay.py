@@ -1,0 +1,80 @@
+"""Replay a sealed bundle: rebuild its evidence and requests from the manifest's config and
+the history, check the seal, and rescore. Any difference is reported, none is repaired.
+
+No model weights are loaded: requests are rebuilt with the tokenizer only, and scoring
+uses the stored outputs, so a replay checks artifacts and scoring, not generation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.io import canonical_json, read_jsonl
+from cmc.runner import ROOT, Run, select_all
+from cmc.vault import LabelVault
+from scoring.metrics import score_output
+
+GROUPS = ("dataset", "frontend", "arm", "reader", "population")
+
+
+@dataclass
+class ReplayReport:
+    bundle: str
+    seal: str = ""
+    checked: int = 0
+    mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def replay_config(bundle: Path, overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose the config by the manifest's group choices, lay the manifest's recorded
+    values over it, then apply the caller's overrides (e.g. a local dataset path)."""
+    recorded = read_manifest(bundle)["config"]
+    choices = [f"{g}={recorded[g]['name']}" for g in GROUPS if g in recorded]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*choices, f"experiment={recorded['experiment']['name']}"])
+    merged = OmegaConf.merge(cfg, OmegaConf.create(recorded))
+    merged.merge_with_dotlist(list(overrides))
+    return merged
+
+
+def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | Path | None = None) -> ReplayReport:
+    bundle = Path(bundle)
+    report = ReplayReport(str(bundle))
+    report.seal = verify_seal(bundle)
+    run = Run(replay_config(bundle, overrides))
+    stored = read_bundle_jsonl(bundle, "evidence.jsonl")
+    rebuilt = [e.packet() for e in select_all(instantiate(run.cfg.arm), run.dataset, run.memories, run.questions)]
+    _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))
+
+    requests = read_bundle_jsonl(bundle, "requests.jsonl")
+    ids = [r.id for r in run.requests_for(rebuilt)]
+    _compare(report, "request id", [r["request_id"] for r in requests], ids, key=str)
+    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
+    _compare(report, "prediction request id", [p["request_id"] for p in predictions], ids, key=str)
+
+    labels = LabelVault(run.adapter.load_labels).open(bundle)
+    rescored = [score_output(p["raw"], labels[p["question_id"]])["substring_em"] for p in predictions]
+    items = Path(scores_dir or run.scores_dir) / "items.jsonl"
+    if items.is_file():
+        _compare(report, "score", [row["substring_em"] for row in read_jsonl(items)], rescored, key=str)
+    report.checked = len(predictions)
+    return report
+
+
+def _compare(report: ReplayReport, what: str, stored: list, rebuilt: list, key) -> None:
+    if len(stored) != len(rebuilt):
+        report.mismatches.append(f"{what}: {len(stored)} stored vs {len(rebuilt)} rebuilt")
+        return
+    bad = [i for i, (a, b) in enumerate(zip(stored, rebuilt)) if key(a) != key(b)]
+    if bad:
+        report.mismatches.append(f"{what}: {len(bad)} of {len(stored)} differ (first at row {bad[0]})")

@@ -1,0 +1,164 @@
+"""HFReader on a tiny trained Qwen2 model: exact inputs, evidence-only truncation, greedy
+answers that parse, and prefix caching that changes nothing but the work done."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from cmc.errors import DataError
+from cmc.prompt import Prompt, load_prompt
+from cmc.readers.base import Request
+from cmc.readers.base import strip_think
+from cmc.readers.hf import HFReader, common_prefix_len
+from cmc.readers.models import HubModel
+from scoring.metrics import parse_answer
+from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "reader"
+# A second history: same prompt, different evidence, so it shares only the system prefix.
+OTHER_EVIDENCE = "Here is a list of facts:\n" + "".join(
+    f"{i}. The mayor of Town{i} is Person{i}.\n" for i in range(12))
+
+
+def make_reader(model_dir: Path, **kwargs) -> HFReader:
+    source = HubModel(repo="local/tiny", revision="none", local_path=str(model_dir))
+    return HFReader("tiny", source, dtype="float32", device="cpu", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def prompt() -> Prompt:
+    return load_prompt(PROMPT_NAME)
+
+
+@pytest.fixture(scope="module")
+def reader(tiny_model_dir: Path) -> HFReader:
+    return make_reader(tiny_model_dir)
+
+
+def test_prepare_is_deterministic_and_pinned(reader: HFReader, prompt: Prompt) -> None:
+    first = reader.prepare(prompt, EVIDENCE, QA[0][0])
+    again = make_reader(Path(reader.source.local_path)).prepare(prompt, EVIDENCE, QA[0][0])
+    assert first.id == again.id and first == again
+    assert first.pin["repo"] == "local/tiny" and first.pin["backend"] == "transformers"
+    assert {"chat_template_sha256", "dtype", "attn_implementation", "transformers"} <= set(first.pin)
+    assert first.generation == {"max_new_tokens": 64, "do_sample": False}
+    assert first.evidence_truncated_tokens == 0
+    # The request round-trips through JSON with the same identity.
+    assert Request.from_json(first.to_json()).id == first.id
+    # Thinking is switched off through the template, as Qwen3's does.
+    assert reader.tokenizer.decode(first.input_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_input_cap_left_truncates_evidence_only(tiny_model_dir: Path, prompt: Prompt) -> None:
+    long_evidence = EVIDENCE + "".join(f"{i}. The mayor of Town{i} is Person{i}.\n" for i in range(12, 60))
+    full = make_reader(tiny_model_dir).prepare(prompt, long_evidence, QA[0][0])
+    cap = len(full.input_ids) - 100
+    capped = make_reader(tiny_model_dir, max_input_tokens=cap).prepare(prompt, long_evidence, QA[0][0])
+    assert len(capped.input_ids) <= cap and capped.evidence_truncated_tokens > 0
+    system, user = capped.messages
+    assert system == full.messages[0]
+    query = prompt.joiner + prompt.query.replace("{question}", QA[0][0])
+    assert user["content"].endswith(query)
+    kept = user["content"][: -len(query)]
+    assert long_evidence.endswith(kept) and len(kept) < len(long_evidence)
+    assert kept.endswith("59. The mayor of Town59 is Person59.\n")  # the newest facts survive
+    assert capped.input_ids[-12:] == full.input_ids[-12:]  # query tail and generation prompt intact
+    with pytest.raises(DataError, match="cannot hold the prompt"):
+        make_reader(tiny_model_dir, max_input_tokens=20).prepare(prompt, long_evidence, QA[0][0])
+
+
+def test_greedy_generation_is_deterministic_and_parses(reader: HFReader, prompt: Prompt) -> None:
+    for question, answer in QA:
+        request = reader.prepare(prompt, EVIDENCE, question)
+        first, second = reader.generate(request), reader.generate(request)
+        assert first == second
+        assert first.raw == answer and parse_answer(first.raw) == answer
+        assert first.finish_reason == "stop" and first.error is None
+        assert first.usage == {"prompt_tokens": len(request.input_ids), "completion_tokens": first.usage["completion_tokens"]}
+        assert first.model == "local/tiny@none" and first.request_id == request.id
+    # The checkpoint ships sampling defaults; the reader runs plain greedy regardless.
+    config = reader.model.generation_config
+    assert config.do_sample is False and config.temperature == 1.0 and config.repetition_penalty == 1.0
+
+
+def test_token_cap_reports_length(tiny_model_dir: Path, prompt: Prompt) -> None:
+    short = make_reader(tiny_model_dir, max_new_tokens=1)
+    prediction = short.generate(short.prepare(prompt, EVIDENCE, "what is the capital of France?"))
+    assert prediction.finish_reason == "length" and prediction.usage["completion_tokens"] == 1
+
+
+def test_generate_refuses_a_foreign_request(reader: HFReader, prompt: Prompt) -> None:
+    request = reader.prepare(prompt, EVIDENCE, QA[0][0])
+    foreign = Request("other", request.pin, request.prompt_version, request.messages, request.generation, request.input_ids)
+    with pytest.raises(ValueError, match="prepared for other"):
+        reader.generate(foreign)
+
+
+def test_out_of_memory_becomes_a_failed_prediction(tiny_model_dir: Path, prompt: Prompt,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    oom = make_reader(tiny_model_dir)
+    request = oom.prepare(prompt, EVIDENCE, QA[0][0])
+
+    def exhausted(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(oom.model, "generate", exhausted)
+    prediction = oom.generate(request)
+    assert prediction.raw is None and prediction.error.startswith("OutOfMemoryError")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Paris", "Paris"),
+    ("<think>\nthe newest fact is 5\n</think>\n\nParis", "Paris"),
+    ("<think>\n\n</think>\n\nParis", "Paris"),
+    ("the newest fact is 5</think>\nParis", "Paris"),  # the template opened the block
+    ("<think>still reasoning when the cap hit", ""),
+    ("Paris <think>trailing", "Paris"),
+])
+def test_strip_think(text: str, expected: str) -> None:
+    assert strip_think(text) == expected
+
+
+def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, prompt: Prompt) -> None:
+    cached = make_reader(tiny_model_dir, prefix_cache=True)
+    # Two histories, each asked several questions in a row, then the first one again.
+    first = [(EVIDENCE, q) for q, _ in QA]
+    other = [(OTHER_EVIDENCE, f"who is the mayor of Town{i}?") for i in range(4)]
+    back = [(EVIDENCE, "what is the official language of Brazil?"), (EVIDENCE, QA[0][0])]
+    requests = [reader.prepare(prompt, e, q) for e, q in first + other + back]
+    saved = []
+    for request in requests:
+        before = cached.prefill_tokens_saved
+        assert cached.generate(request) == reader.generate(request)
+        saved.append(cached.prefill_tokens_saved - before)
+    assert cached.prefill_tokens_total == sum(len(r.input_ids) for r in requests)
+
+    def shared(group: list[Request]) -> int:
+        return min(common_prefix_len(a.input_ids, b.input_ids) for a in group for b in group if a is not b)
+
+    evidence_prefix = shared(requests[:4] + requests[8:])
+    other_prefix = shared(requests[4:8])
+    assert evidence_prefix > 100 and other_prefix > 250  # evidence and query head, in tokens
+    # Nothing to reuse for a history's first two questions (the second builds the cache).
+    assert saved[0] == saved[1] == saved[4] == saved[5] == 0
+    # Later questions skip at least the prefix their history shares, also after a switch.
+    assert saved[3] >= evidence_prefix and min(saved[6:8]) >= other_prefix
+    assert min(saved[8:]) >= evidence_prefix
+    assert cached.prefill_tokens_saved == sum(saved) < cached.prefill_tokens_total
+
+
+@pytest.mark.parametrize(("config", "repo", "revision"), [
+    ("qwen35_4b", "Qwen/Qwen3.5-4B", "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a"),
+    ("qwen35_9b", "Qwen/Qwen3.5-9B", "main"),
+    ("llama31_8b", "meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659"),
+])
+def test_reader_configs_instantiate_without_weights(config: str, repo: str, revision: str) -> None:
+    reader = instantiate(OmegaConf.load(CONF / f"{config}.yaml"), _recursive_=True)
+    assert isinstance(reader, HFReader) and isinstance(reader.source, HubModel)
+    assert reader.name == config and reader.source.pin == {"repo": repo, "revision": revision}
+    assert (reader.dtype, reader.attn_implementation, reader.max_new_tokens) == ("float16", "sdpa", 64)
+    assert reader.enable_thinking is False and "model" not in vars(reader)  # nothing loaded

@@ -1,0 +1,119 @@
+"""The whole pipeline through a real (tiny, locally trained) reader: evidence -> generate ->
+seal -> score, replay, crash-resume, and tables over the resulting bundles."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cmc.bundle import verify_seal
+from cmc.replay import replay
+from cmc.runner import run
+from tests.conftest import ROOT, compose_config
+
+pytestmark = pytest.mark.slow
+
+
+def overrides(tmp: Path, model: Path, *extra: str) -> list[str]:
+    return ["reader=local", f"reader.model.local_path={model}", "population=quick",
+            f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}", *extra]
+
+
+def bundle_bytes(bundle: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(bundle.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, tiny_model_dir):
+    """One uninterrupted run of CMC over the quick population."""
+    tmp = tmp_path_factory.mktemp("clean")
+    cfg = compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc"))
+    scores = run(cfg)
+    bundle = tmp / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-quick-cmc-local"
+    return tmp, bundle, scores
+
+
+def test_full_run_leaves_a_sealed_bundle_and_scores(finished):
+    tmp, bundle, scores = finished
+    assert len(verify_seal(bundle)) == 64
+    predictions = [json.loads(line) for line in (bundle / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 40 and all(p["raw"] is not None and p["error"] is None for p in predictions)
+    summary = json.loads((scores / "summary.json").read_text())
+    assert summary["n"] == 40 and set(summary["by_hop"]) == {"sh", "mh"}
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["population"]["n"] == 40 and manifest["reader_pin"]["backend"] == "transformers"
+    assert "paths" not in manifest["config"]
+
+
+def test_replay_rebuilds_evidence_requests_and_scores(finished, tiny_model_dir):
+    tmp, bundle, scores = finished
+    report = replay(bundle, [f"reader.model.local_path={tiny_model_dir}"], scores_dir=scores)
+    assert report.ok, report.mismatches
+    assert report.checked == 40
+
+
+def test_replay_reports_a_changed_evidence_rule(finished, tiny_model_dir):
+    tmp, bundle, scores = finished
+    report = replay(bundle, [f"reader.model.local_path={tiny_model_dir}", "arm.max_hops=1"], scores_dir=scores)
+    assert not report.ok and any(m.startswith("evidence") for m in report.mismatches)
+
+
+def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, caplog):
+    tmp, bundle, _ = finished
+    before = bundle_bytes(bundle)
+    with caplog.at_level("INFO", logger="cmc.runner"):
+        run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc")))
+    assert "0 requests to generate (40 already stored)" in caplog.text
+    assert bundle_bytes(bundle) == before
+
+
+def _stored(cache: Path) -> int:
+    try:
+        with sqlite3.connect(cache / "predictions.sqlite", timeout=1) as db:
+            return db.execute("SELECT COUNT(*) FROM predictions").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_sigkill_mid_generation_then_rerun_is_byte_identical_and_repeats_nothing(finished, tmp_path, tiny_model_dir):
+    _, clean_bundle, _ = finished
+    args = [sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"), f"hydra.run.dir={tmp_path / 'h'}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    victim = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while _stored(tmp_path / "cache") < 3 and time.monotonic() < deadline and victim.poll() is None:
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    stored = _stored(tmp_path / "cache")
+    assert 0 < stored < 40, f"the kill should land mid-generation (stored {stored})"
+    bundle = tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name
+    assert not bundle.exists()
+
+    resumed = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert f"{40 - stored} requests to generate ({stored} already stored)" in resumed.stdout + resumed.stderr
+    assert bundle_bytes(bundle) == bundle_bytes(clean_bundle)
+
+
+def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_model_dir):
+    tmp = tmp_path_factory.mktemp("tables")
+    for arm in ("cmc", "fact_bm25", "stale_closure"):
+        run(compose_config(*overrides(tmp, tiny_model_dir, "experiment=table1", f"arm={arm}")))
+    out = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
+                          "--out", str(tmp / "out"), "--n-boot", "500"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "Reader: local" in out.stdout
+    tables = tmp / "out" / "tables"
+    for stem in ("table1", "table1_by_length", "table1_strict", "table1_contrasts"):
+        for ext in ("md", "csv", "tex"):
+            assert (tables / f"{stem}.{ext}").stat().st_size > 0
+    contrasts = (tables / "table1_contrasts.csv").read_text().splitlines()
+    assert len(contrasts) == 1 + 2 * 2  # (cmc vs fact_bm25, cmc vs stale_closure) x (sh, mh)
+    for figure in ("table1_by_length.png", "table1_tokens.png"):
+        assert (tmp / "out" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
