@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from scoring.tables import accuracy, length_order  # noqa: E402
@@ -29,11 +30,13 @@ def accuracy_by_length(items: pd.DataFrame, arms: Sequence[str], path: Path, cap
     lengths = length_order(items["length"])
     acc = accuracy(items[items["arm"].isin(arms)], ["arm", "hop", "length"])
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    dodge = 0.25 / max(len(arms), 1)  # side-by-side offsets keep tied series visible
     for ax, hop in zip(axes, ("sh", "mh")):
-        for arm in arms:
+        for i, arm in enumerate(arms):
             part = acc[(acc["arm"] == arm) & (acc["hop"] == hop)].set_index("length").reindex(lengths)
             if part["accuracy"].notna().any():
-                ax.errorbar(range(len(lengths)), part["accuracy"],
+                x = [j + (i - (len(arms) - 1) / 2) * dodge for j in range(len(lengths))]
+                ax.errorbar(x, part["accuracy"],
                             yerr=[part["accuracy"] - part["wilson_low"], part["wilson_high"] - part["accuracy"]],
                             marker="o", capsize=3, label=arm)
         ax.set_xticks(range(len(lengths)), lengths)
@@ -48,16 +51,22 @@ def accuracy_by_length(items: pd.DataFrame, arms: Sequence[str], path: Path, cap
 
 
 def accuracy_vs_tokens(items: pd.DataFrame, arms: Sequence[str], path: Path, caption: str) -> Path:
-    """Figure 3: accuracy against mean reader-input tokens per arm (matched-length view)."""
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for hop, marker in (("sh", "o"), ("mh", "s")):
+    """Figure 3: accuracy against mean reader-input tokens per arm (matched-length view);
+    colour is the arm, marker the hop class, tokens on a log axis."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    colors = {arm: f"C{i}" for i, arm in enumerate(arms)}
+    markers = {"sh": "o", "mh": "s"}
+    for hop, marker in markers.items():
         for arm in arms:
             part = items[(items["arm"] == arm) & (items["hop"] == hop)]
             if not part.empty:
-                ax.scatter(part["input_tokens"].mean(), 100 * part["substring_em"].mean(), marker=marker, s=50)
-                ax.annotate(f"{arm} ({hop})", (part["input_tokens"].mean(), 100 * part["substring_em"].mean()),
-                            fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("mean reader-input tokens (chat template included)")
+                ax.scatter(part["input_tokens"].mean(), 100 * part["substring_em"].mean(), marker=marker, s=60,
+                           color=colors[arm], alpha=0.8)
+    handles = [Line2D([], [], color=c, marker="o", linestyle="", label=a) for a, c in colors.items()]
+    handles += [Line2D([], [], color="gray", marker=m, linestyle="", label=HOP_TITLES[h]) for h, m in markers.items()]
+    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_xscale("log")
+    ax.set_xlabel("mean reader-input tokens, log scale (chat template included)")
     ax.set_ylabel("substring exact match (%)")
     ax.set_ylim(-2, 102)
     ax.grid(alpha=0.3)
