@@ -93,17 +93,25 @@ class Memory:
 
 
 def _replay(extraction: Extraction) -> dict[Key, list[Edge]]:
-    """Ordered replay: append each assertion to its key's chain, in source order."""
+    """Ordered replay: append each assertion to its key's chain, in source order.
+
+    The hot loop of compile: names are bound locally and each entity string is normalized
+    once per compile (a local memo in front of entity_key)."""
     keys: dict[str, str] = {}
     chains: dict[Key, list[Edge]] = {}
+    memo, chain_of, make = keys.get, chains.get, Edge
     for record in extraction.records:
         for t in record.triples:
-            subject = keys.get(t.subject) or keys.setdefault(t.subject, entity_key(t.subject))
-            obj = keys.get(t.object) or keys.setdefault(t.object, entity_key(t.object))
-            edge = Edge(subject, t.relation, obj, t.pos)
-            chain = chains.get((subject, t.relation))
+            subject, obj = memo(t.subject), memo(t.object)
+            if subject is None:
+                subject = keys[t.subject] = entity_key(t.subject)
+            if obj is None:
+                obj = keys[t.object] = entity_key(t.object)
+            key = (subject, t.relation)
+            edge = make(subject, t.relation, obj, t.pos)
+            chain = chain_of(key)
             if chain is None:
-                chains[(subject, t.relation)] = [edge]
+                chains[key] = [edge]
             else:
                 chain.append(edge)
     return chains
