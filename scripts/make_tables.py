@@ -38,11 +38,15 @@ def main() -> None:
     parser.add_argument("--bundles", default="results/bundles")
     parser.add_argument("--out", default="results")
     parser.add_argument("--n-boot", type=int, default=10_000)
+    parser.add_argument("--population", default="all", help="use only bundles of this population")
     args = parser.parse_args()
 
-    bundles = sorted(p for p in (Path(args.bundles) / args.experiment).iterdir() if (p / "SEAL").is_file())
+    folder = Path(args.bundles) / args.experiment
+    bundles = sorted(p for p in folder.iterdir() if (p / "SEAL").is_file()
+                     and read_manifest(p)["population"]["name"] == args.population) if folder.is_dir() else []
     if not bundles:
-        sys.exit(f"no sealed bundles under {Path(args.bundles) / args.experiment}")
+        sys.exit(f"no sealed {args.population!r} bundles under {folder}")
+    stem = args.experiment if args.population == "all" else f"{args.experiment}_{args.population}"
     manifest = read_manifest(bundles[0])
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={args.experiment}",
@@ -61,14 +65,14 @@ def main() -> None:
     views = [v for v in exp.views if v in set(items["arm"])] or list(dict.fromkeys(items["arm"]))
 
     main_table = view_table(items, views)
-    write_table(main_table, tables / args.experiment, f"{args.experiment}: accuracy by view", provenance)
+    write_table(main_table, tables / stem, f"{args.experiment}: accuracy by view", provenance)
     by_length = accuracy(items, ["arm", "hop", "length"]).round(2)
-    write_table(by_length, tables / f"{args.experiment}_by_length", f"{args.experiment}: by history length", provenance)
-    write_table(strict_table(items), tables / f"{args.experiment}_strict", f"{args.experiment}: strict EM", provenance)
+    write_table(by_length, tables / f"{stem}_by_length", f"{args.experiment}: by history length", provenance)
+    write_table(strict_table(items), tables / f"{stem}_strict", f"{args.experiment}: strict EM", provenance)
     pairs = [list(p) for p in exp.preregistered.contrasts if {p[0], p[1]} <= set(items["arm"])]
     if pairs:
         paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=args.n_boot)
-        write_table(paired, tables / f"{args.experiment}_contrasts",
+        write_table(paired, tables / f"{stem}_contrasts",
                     f"{args.experiment}: preregistered paired contrasts (points, query-cluster bootstrap "
                     f"{args.n_boot:,} replicates, cluster = {exp.cluster})", provenance)
 
@@ -81,15 +85,15 @@ def main() -> None:
                      cmc=sub.loc[("cmc", hop), "accuracy"], latest_state=sub.loc[("latest_state_full", hop), "accuracy"],
                      stale_closure=sub.loc[("stale_closure", hop), "accuracy"],
                      raw_history=sub.loc[("raw_history", hop), "accuracy"]), 2)} for hop in ("sh", "mh")]
-        write_table(pd.DataFrame(rows), tables / f"{args.experiment}_non_overflow",
+        write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
                     f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
 
     caption = f"{args.experiment}, reader {readers}, population {population['name']}"
-    accuracy_by_length(items, views, figures / f"{args.experiment}_by_length.png", caption)
-    accuracy_vs_tokens(items, views, figures / f"{args.experiment}_tokens.png", caption)
+    accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
+    accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
     depths = {int(a.rsplit("depth", 1)[1]): a for a in items["arm"].unique() if "_depth" in a}
     if depths:
-        depth_curve(items, depths, figures / f"{args.experiment}_depth.png", caption)
+        depth_curve(items, depths, figures / f"{stem}_depth.png", caption)
     print(provenance)
     print(main_table.to_markdown(index=False))
 
