@@ -121,3 +121,18 @@ def length_order(values: Iterable[str]) -> list[str]:
     unique = list(dict.fromkeys(values))
     digits = lambda s: int("".join(c for c in s if c.isdigit()) or -1)  # noqa: E731
     return sorted(unique, key=digits)
+
+
+def selected_keys(packet: dict) -> frozenset[tuple[str, str]]:
+    """The (subject, relation) keys a graph read selected, from its evidence trace: the
+    prior graph's keys for prior read + refresh, the traversed keys otherwise."""
+    edges = packet["trace"].get("prior_edges", packet["trace"].get("edges", []))
+    return frozenset((e[0], e[1]) for e in edges)
+
+
+def key_change_strata(items: pd.DataFrame, changed: Mapping[str, bool], arms: Sequence[str]) -> pd.DataFrame:
+    """Table 12: accuracy per arm and hop within questions whose selected key sets differ
+    between the two reads (computed from evidence, before scoring) and those that agree."""
+    part = items[items["arm"].isin(arms)].copy()
+    part["keys_change"] = part["question_id"].map(changed)
+    return accuracy(part, ["arm", "hop", "keys_change"]).round(2)

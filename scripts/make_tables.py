@@ -18,12 +18,13 @@ import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from cmc.bundle import read_manifest  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
-from scoring.tables import accuracy, contrasts, experiment_items, length_order, strict_table, view_table  # noqa: E402
+from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
+                            selected_keys, strict_table, view_table)
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
@@ -87,6 +88,14 @@ def main() -> None:
                      raw_history=sub.loc[("raw_history", hop), "accuracy"]), 2)} for hop in ("sh", "mh")]
         write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
                     f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
+
+    by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
+    if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
+        keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}
+                for arm in ("cmc", "prior_read_refresh")}
+        changed = {q: keys["cmc"][q] != keys["prior_read_refresh"][q] for q in keys["cmc"]}
+        write_table(key_change_strata(items, changed, ["cmc", "prior_read_refresh"]), tables / f"{stem}_key_change",
+                    f"{args.experiment}: order control by key-change stratum (keys from evidence traces)", provenance)
 
     caption = f"{args.experiment}, reader {readers}, population {population['name']}"
     accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
