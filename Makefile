@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline test test-fast evidence diagnostics bench memstream table1 tables
+.PHONY: help venv offline test test-fast evidence diagnostics screen bench memstream table1 tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ evidence: $(PY) ## write evidence packets for every deterministic arm (results/e
 
 diagnostics: $(PY) ## evidence size / truncation / gold-presence table per arm x cell
 	$(PY) scripts/evidence_diagnostics.py
+
+screen: $(PY) ## label screen of appendix B.3 (flag counts vs the paper's 7 + 26)
+	$(PY) scripts/label_screen.py
 
 bench: $(PY) ## compile time per history and CMC read latency vs a naive scan
 	$(PY) scripts/bench.py

@@ -136,3 +136,11 @@ def key_change_strata(items: pd.DataFrame, changed: Mapping[str, bool], arms: Se
     part = items[items["arm"].isin(arms)].copy()
     part["keys_change"] = part["question_id"].map(changed)
     return accuracy(part, ["arm", "hop", "keys_change"]).round(2)
+
+
+def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
+    """Table 2's shape: one row per (reader, frontend), SH / MH accuracy per view."""
+    acc = accuracy(items, ["reader", "frontend", "arm", "hop"])
+    acc["column"] = acc["arm"] + " " + acc["hop"].str.upper()
+    grid = acc.pivot_table(index=["reader", "frontend"], columns="column", values="accuracy", sort=False)
+    return grid.round(2).reset_index()

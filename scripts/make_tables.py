@@ -24,7 +24,7 @@ from cmc.vault import LabelVault  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
-                            selected_keys, strict_table, view_table)
+                            reader_grid, selected_keys, strict_table, view_table)
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
@@ -89,6 +89,9 @@ def main() -> None:
         write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
                     f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
 
+    if items[["reader", "frontend"]].drop_duplicates().shape[0] > 1:  # Table 2: reader x frontend grid
+        write_table(reader_grid(items), tables / f"{stem}_readers", f"{args.experiment}: reader x frontend grid",
+                    provenance)
     by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
         keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}
