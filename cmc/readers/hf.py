@@ -65,6 +65,7 @@ class HFReader:
         self.prefill_tokens_saved = 0  # of those, tokens whose KV came from the prefix cache
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self._last_ids: tuple[int, ...] = ()
+        self._shared_head: dict[tuple[int, ...], int] = {}  # prepared ids -> question-independent prefix length
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -119,7 +120,7 @@ class HFReader:
         tokenization) until the whole rendering fits. The messages keep the cut evidence, so
         re-rendering them reproduces the input ids exactly."""
         messages, ids = self._render(prompt, evidence, question)
-        cut = 0
+        cut, kept = 0, evidence
         cap = self.max_input_tokens
         if cap is not None and len(ids) > cap:
             starts = [s for s, _ in self.tokenizer(
@@ -130,7 +131,12 @@ class HFReader:
                                     f"({len(ids)} tokens)")
                 # Boundary merges make the rendered count move by about, not exactly, the cut.
                 cut = min(len(starts), cut + len(ids) - cap)
-                messages, ids = self._render(prompt, evidence[starts[cut]:] if cut < len(starts) else "", question)
+                kept = evidence[starts[cut]:] if cut < len(starts) else ""
+                messages, ids = self._render(prompt, kept, question)
+        if self.prefix_cache:
+            # The question-independent head (system, evidence, query text before the
+            # question): tokens shared with the same rendering without a question.
+            self._shared_head[tuple(ids)] = common_prefix_len(tuple(ids), tuple(self._render(prompt, kept, "")[1]))
         return Request(
             reader=self.name, pin=self.pin, prompt_version=prompt.version, messages=tuple(messages),
             generation={"max_new_tokens": self.max_new_tokens, "do_sample": False},
@@ -173,16 +179,17 @@ class HFReader:
     def _cached_prefix(self, ids: tuple[int, ...]) -> tuple[Any, int]:
         """A private copy of the KV cache for the longest stored prefix of `ids`, and how many
         tokens came from storage rather than being computed for this request. When `ids`
-        shares a longer prefix with the previous request, that prefix is computed (on top of
-        the best stored one) and stored first, so the third and later questions over the same
-        evidence skip it. Snapshots are never cropped, which keeps this exact for caches that
+        shares a longer prefix with the previous request, or has a longer question-independent
+        head (known from `prepare`), that prefix is computed (on top of the best stored one)
+        and stored first, so later questions over the same evidence skip it: one full prefill
+        per evidence block. Snapshots are never cropped, which keeps this exact for caches that
         cannot be cut back (linear-attention layers). The copy keeps stored caches clean,
         since generation appends to the cache it is given."""
         best = max((key for key in self._prefixes if len(key) < len(ids) and ids[:len(key)] == key),
                    key=len, default=())
         reused = len(best)
         # At least one token must stay uncached: generation needs logits for the last one.
-        shared = min(common_prefix_len(ids, self._last_ids), len(ids) - 1)
+        shared = min(max(common_prefix_len(ids, self._last_ids), self._shared_head.get(ids, 0)), len(ids) - 1)
         self._last_ids = ids
         if shared - len(best) >= self.MIN_PREFIX_TOKENS:
             base = copy.deepcopy(self._prefixes[best]) if best else None

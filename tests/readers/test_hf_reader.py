@@ -129,7 +129,8 @@ def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, p
     first = [(EVIDENCE, q) for q, _ in QA]
     other = [(OTHER_EVIDENCE, f"who is the mayor of Town{i}?") for i in range(4)]
     back = [(EVIDENCE, "what is the official language of Brazil?"), (EVIDENCE, QA[0][0])]
-    requests = [reader.prepare(prompt, e, q) for e, q in first + other + back]
+    requests = [cached.prepare(prompt, e, q) for e, q in first + other + back]
+    assert [r.id for r in requests] == [reader.prepare(prompt, e, q).id for e, q in first + other + back]
     saved = []
     for request in requests:
         before = cached.prefill_tokens_saved
@@ -143,10 +144,13 @@ def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, p
     evidence_prefix = shared(requests[:4] + requests[8:])
     other_prefix = shared(requests[4:8])
     assert evidence_prefix > 100 and other_prefix > 250  # evidence and query head, in tokens
-    # Nothing to reuse for a history's first two questions (the second builds the cache).
-    assert saved[0] == saved[1] == saved[4] == saved[5] == 0
-    # Later questions skip at least the prefix their history shares, also after a switch.
-    assert saved[3] >= evidence_prefix and min(saved[6:8]) >= other_prefix
+    # Only a history's first question prefills its head; from the second on, the
+    # question-independent head known from prepare() is reused, also after a switch.
+    assert saved[0] == saved[4] == 0
+    # (A longer prefix shared only by the questions' wording is stored only when it adds at
+    # least MIN_PREFIX_TOKENS, so reuse may stop at the head.)
+    slack = HFReader.MIN_PREFIX_TOKENS
+    assert min(saved[1:4]) >= evidence_prefix - slack and min(saved[5:8]) >= other_prefix - slack
     assert min(saved[8:]) >= evidence_prefix
     assert cached.prefill_tokens_saved == sum(saved) < cached.prefill_tokens_total
 
