@@ -60,6 +60,7 @@ class Run:
     """Lazily built pieces of one (dataset, frontend, arm, reader) run."""
 
     cfg: DictConfig
+    prefill: dict[str, int] | None = None  # the reader's prefix-cache counters after generate
 
     @cached_property
     def adapter(self) -> Any:
@@ -169,6 +170,11 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
             progress.update(1)
     progress.close()
     store.close()
+    if hasattr(run.reader, "prefill_tokens_saved"):
+        run.prefill = {"prefill_tokens_total": run.reader.prefill_tokens_total,
+                       "prefill_tokens_saved": run.reader.prefill_tokens_saved}
+        log.info("prefill tokens: %(prefill_tokens_total)d computed-or-reused, %(prefill_tokens_saved)d from the "
+                 "prefix cache", run.prefill)
     return store.path
 
 
@@ -215,7 +221,8 @@ def run_all(cfg: DictConfig) -> Path:
         start = time.perf_counter()
         result = stage(cfg, run)
         timings[name] = round(time.perf_counter() - start, 3)
-    atomic_write_text(run.scores_dir / "timings.json", json.dumps(timings, indent=1) + "\n")
+    info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
+    atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")
     return result
 
 

@@ -21,8 +21,12 @@ from tests.conftest import ROOT, compose_config
 pytestmark = pytest.mark.slow
 
 
+POPULATION = ["population=quick", "population.name=t40", "population.per_cell=5", "population.lengths=null"]
+
+
 def overrides(tmp: Path, model: Path, *extra: str) -> list[str]:
-    return ["reader=local", f"reader.model.local_path={model}", "population=quick",
+    """The tiny reader over a test population of 40 questions (5 per hop x length cell)."""
+    return ["reader=local", f"reader.model.local_path={model}", *POPULATION,
             f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}", *extra]
 
 
@@ -36,7 +40,7 @@ def finished(tmp_path_factory, tiny_model_dir):
     tmp = tmp_path_factory.mktemp("clean")
     cfg = compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc"))
     scores = run(cfg)
-    bundle = tmp / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-quick-cmc-local"
+    bundle = tmp / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-t40-cmc-local"
     return tmp, bundle, scores
 
 
@@ -107,13 +111,13 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     for arm in ("cmc", "fact_bm25", "stale_closure"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "experiment=table1", f"arm={arm}")))
     out = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
-                          "--out", str(tmp / "out"), "--n-boot", "500"], cwd=ROOT, capture_output=True, text=True, check=True)
+                          "--out", str(tmp / "out"), "--n-boot", "500", "--population", "t40"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "Reader: local" in out.stdout
     tables = tmp / "out" / "tables"
-    for stem in ("table1", "table1_by_length", "table1_strict", "table1_contrasts"):
+    for stem in ("table1_t40", "table1_t40_by_length", "table1_t40_strict", "table1_t40_contrasts"):
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{stem}.{ext}").stat().st_size > 0
-    contrasts = (tables / "table1_contrasts.csv").read_text().splitlines()
+    contrasts = (tables / "table1_t40_contrasts.csv").read_text().splitlines()
     assert len(contrasts) == 1 + 2 * 2  # (cmc vs fact_bm25, cmc vs stale_closure) x (sh, mh)
-    for figure in ("table1_by_length.png", "table1_tokens.png"):
+    for figure in ("table1_t40_by_length.png", "table1_t40_tokens.png"):
         assert (tmp / "out" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
