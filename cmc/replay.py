@@ -20,9 +20,6 @@ from cmc.runner import ROOT, Run, select_all
 from cmc.vault import LabelVault
 from scoring.metrics import score_output
 
-GROUPS = ("dataset", "frontend", "arm", "reader", "population")
-
-
 @dataclass
 class ReplayReport:
     bundle: str
@@ -36,15 +33,18 @@ class ReplayReport:
 
 
 def replay_config(bundle: Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose the config by the manifest's group choices, lay the manifest's recorded
-    values over it, then apply the caller's overrides (e.g. a local dataset path)."""
+    """This machine's default config (for its paths) with every recorded node put back
+    whole (a node is replaced, not merged, so no key of another choice leaks in), then the
+    caller's overrides (e.g. a local dataset or model path)."""
     recorded = read_manifest(bundle)["config"]
-    choices = [f"{g}={recorded[g]['name']}" for g in GROUPS if g in recorded]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[*choices, f"experiment={recorded['experiment']['name']}"])
-    merged = OmegaConf.merge(cfg, OmegaConf.create(recorded))
-    merged.merge_with_dotlist(list(overrides))
-    return merged
+        cfg = compose("config")
+    OmegaConf.set_struct(cfg, False)
+    for key, node in recorded.items():
+        cfg[key] = node
+    cfg.merge_with_dotlist(list(overrides))
+    OmegaConf.set_struct(cfg, True)
+    return cfg
 
 
 def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | Path | None = None) -> ReplayReport:
