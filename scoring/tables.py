@@ -21,11 +21,12 @@ CLUSTER_KEYS: dict[str, Callable[[Question], str]] = {
 }
 
 
-def bundle_items(bundle: Path, vault: LabelVault, questions: Mapping[str, Question], cluster: str) -> pd.DataFrame:
-    """One row per question of one sealed bundle, scored with the released metric."""
+def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions: Mapping[str, Question],
+                 cluster: str = "question_text") -> pd.DataFrame:
+    """One row per question of one sealed bundle, scored with the released metric; labels
+    come from LabelVault.open(bundle), which has verified the seal."""
     seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
-    labels = vault.open(bundle)
     evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
     requests = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "requests.jsonl")}
     config = manifest["config"]
@@ -38,7 +39,7 @@ def bundle_items(bundle: Path, vault: LabelVault, questions: Mapping[str, Questi
             "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
             "question_id": qid, "hop": question.hop, "length": question.length,
             "cluster": CLUSTER_KEYS[cluster](question),
-            "substring_em": scored["substring_em"], "strict_em": scored["strict_em"],
+            "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
             "input_tokens": requests[qid]["input_tokens"], "truncated": evidence[qid]["truncated"],
             "error": pred["error"], "seal": seal,
         })
@@ -47,7 +48,7 @@ def bundle_items(bundle: Path, vault: LabelVault, questions: Mapping[str, Questi
 
 def experiment_items(bundles: Iterable[Path], vault: LabelVault, questions: Mapping[str, Question],
                      cluster: str = "question_text") -> pd.DataFrame:
-    frames = [bundle_items(b, vault, questions, cluster) for b in bundles]
+    frames = [bundle_items(b, vault.open(b), questions, cluster) for b in bundles]
     if not frames:
         raise FileNotFoundError("no sealed bundles to score")
     return pd.concat(frames, ignore_index=True)
