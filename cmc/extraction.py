@@ -49,36 +49,6 @@ class Extraction:
     def positions(self, status: str) -> list[int]:
         return [r.pos for r in self.records if r.status == status]
 
-    def to_json(self) -> dict:
-        return {
-            "frontend_id": self.frontend_id,
-            "history_id": self.history_id,
-            "relations": list(self.relations),
-            "records": [
-                {
-                    "pos": r.pos,
-                    "status": r.status,
-                    "triples": [
-                        [t.subject, t.relation, t.object, list(t.subject_span), list(t.object_span)]
-                        for t in r.triples
-                    ],
-                }
-                for r in self.records
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Extraction":
-        records = tuple(
-            RecordExtraction(
-                r["pos"],
-                r["status"],
-                tuple(Triple(s, rel, o, r["pos"], tuple(ss), tuple(os_)) for s, rel, o, ss, os_ in r["triples"]),
-            )
-            for r in data["records"]
-        )
-        return cls(data["frontend_id"], data["history_id"], records, tuple(data["relations"]))
-
 
 def validate(extraction: Extraction, history: History) -> None:
     """Check record identities, statuses, catalogue membership and literal spans."""
