@@ -109,7 +109,10 @@ class Run:
         packets = {p["question_id"]: p for p in read_jsonl(path)}
         return [packets[q.qid] for q in self.questions]
 
+    @cached_property
     def requests(self) -> list[Request]:
+        """Built once per run: prepare, generate and seal share them (tokenizing long
+        evidence three times was measurable)."""
         return self.requests_for(self.packets())
 
     def requests_for(self, packets: list[dict[str, Any]]) -> list[Request]:
@@ -137,7 +140,7 @@ def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
 def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     """Freeze the manifest (config, pins, preregistered contrasts) before any generation."""
     run = run or Run(cfg)
-    requests = run.requests()
+    requests = run.requests
     pin = requests[0].pin if requests else {}
     manifest = build_manifest(cfg, [q.qid for q in run.questions], pin, run.prompt.version, ROOT)
     path = run.work_dir / "manifest.json"
@@ -154,7 +157,7 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     run_prepare(cfg, run)
     store = run.store()
     pending: dict[str, Request] = {}
-    for request in run.requests():
+    for request in run.requests:
         stored = store.get(request.id)
         if (stored is None or stored.error is not None) and request.id not in pending:
             pending[request.id] = request
@@ -186,7 +189,7 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
         log.info("bundle already sealed: %s", run.bundle_dir)
         return run.bundle_dir
     manifest = json.loads((run.work_dir / "manifest.json").read_text())
-    requests, packets, store = run.requests(), run.packets(), run.store()
+    requests, packets, store = run.requests, run.packets(), run.store()
     predictions: list[Prediction] = []
     for request in requests:
         prediction = store.get(request.id)
