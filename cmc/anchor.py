@@ -14,9 +14,15 @@ class AnchorIndex:
     def __init__(self, subjects: Iterable[str]) -> None:
         self._subjects: frozenset[str] = frozenset(s for s in subjects if s)
         lengths: dict[str, set[int]] = {}
+        lengths_of = lengths.get
         for subject in self._subjects:
-            tokens = subject.split(" ")
-            lengths.setdefault(tokens[0], set()).add(len(tokens))
+            first = subject.partition(" ")[0]
+            length = subject.count(" ") + 1
+            known = lengths_of(first)
+            if known is None:
+                lengths[first] = {length}
+            else:
+                known.add(length)
         self._lengths = {first: sorted(ls, reverse=True) for first, ls in lengths.items()}
 
     def matches(self, question: str) -> list[tuple[int, int, str]]:
