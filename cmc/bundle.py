@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cmc.errors import DataError
-from cmc.io import atomic_write_text, canonical_json, sha256_file, sha256_text
+from cmc.io import atomic_write_text, canonical_json, jsonl_text, sha256_file, sha256_text
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"
@@ -23,10 +23,6 @@ SEAL = "SEAL"
 
 class SealError(DataError):
     """A bundle whose files no longer match their seal (or that was never sealed)."""
-
-
-def _jsonl(rows: Iterable[Any]) -> str:
-    return "".join(canonical_json(row) + "\n" for row in rows)
 
 
 def write_bundle(
@@ -45,9 +41,9 @@ def write_bundle(
     staging.mkdir(parents=True)
     texts = {
         "manifest.json": json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
-        "evidence.jsonl": _jsonl(evidence),
-        "requests.jsonl": _jsonl(requests),
-        "predictions.jsonl": _jsonl(predictions),
+        "evidence.jsonl": jsonl_text(evidence),
+        "requests.jsonl": jsonl_text(requests),
+        "predictions.jsonl": jsonl_text(predictions),
     }
     for name, text in texts.items():
         atomic_write_text(staging / name, text)

@@ -43,8 +43,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
+def jsonl_text(rows: Iterable[Any]) -> str:
+    """The canonical JSON Lines bytes of rows: what seals and byte-identity checks hash."""
+    return "".join(canonical_json(row) + "\n" for row in rows)
+
+
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
-    return atomic_write_text(path, "".join(canonical_json(row) + "\n" for row in rows))
+    return atomic_write_text(path, jsonl_text(rows))
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:

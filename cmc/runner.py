@@ -2,13 +2,17 @@
 
 Every stage is a pure function of the composed config and what earlier stages left on
 disk: evidence packets under results/evidence, predictions in the crash-safe store, the
-frozen manifest under results/work. So `stage=<name>` reruns one stage, and an interrupted
-run resumes where it stopped: finished generations are never sent again.
+frozen manifest and the prediction journal under results/work. So `stage=<name>` reruns
+one stage, and an interrupted run resumes where it stopped, on this machine (the store) or
+on another (the committed journal): finished generations are never sent again. A sealed
+bundle is final: rerunning checks that evidence and requests still reproduce it, and sends
+nothing.
 """
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -21,14 +25,15 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from arms.base import Arm
-from cmc.bundle import verify_seal, write_bundle
+from cmc.bundle import SealError, read_manifest, verify_seal, write_bundle
 from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.evidence import Evidence, rebuild_text
 from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
-from cmc.io import atomic_write_text, canonical_json, read_jsonl, sha256_text, write_jsonl
-from cmc.manifest import build_manifest
+from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_text, write_jsonl
+from cmc.journal import PredictionJournal
+from cmc.manifest import build_manifest, experiment_config
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Request
 from cmc.records import Question
@@ -126,6 +131,13 @@ class Run:
     def store(self) -> PredictionStore:
         return PredictionStore(Path(self.cfg.paths.cache_dir) / "predictions.sqlite")
 
+    def journal(self) -> PredictionJournal:
+        return PredictionJournal(self.work_dir / "predictions.jsonl")
+
+    @property
+    def sealed(self) -> bool:
+        return (self.bundle_dir / "SEAL").is_file()
+
 
 def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
@@ -154,13 +166,23 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
 def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     """Send every request without a stored successful prediction; store each on arrival."""
     run = run or Run(cfg)
+    if run.sealed:
+        log.info("bundle already sealed, nothing to generate: %s", run.bundle_dir)
+        return run.bundle_dir
     run_prepare(cfg, run)
-    store = run.store()
+    store, journal = run.store(), run.journal()
+    journaled = journal.read()
+    for prediction in journaled.values():  # resuming on another machine: the journal seeds the store
+        store.put(prediction)
     pending: dict[str, Request] = {}
+    backfill: dict[str, Prediction] = {}  # stored successes of this run the journal lacks
     for request in run.requests:
         stored = store.get(request.id)
-        if (stored is None or stored.error is not None) and request.id not in pending:
+        if stored is None or stored.error is not None:
             pending[request.id] = request
+        elif request.id not in journaled:
+            backfill[request.id] = stored
+    journal.append(list(backfill.values()))
     log.info("%d requests to generate (%d already stored)", len(pending), len(run.questions) - len(pending))
     if pending and hasattr(run.reader, "preflight"):
         run.reader.preflight()  # a wrong URL or key fails here, not as 800 error predictions
@@ -169,7 +191,9 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(run.reader.generate, r) for r in pending.values()]
         for future in as_completed(futures):
-            store.put(future.result())
+            prediction = future.result()
+            store.put(prediction)
+            journal.append([prediction])
             progress.update(1)
     progress.close()
     store.close()
@@ -184,9 +208,9 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
 def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
     """Assemble the bundle from frozen manifest, evidence, requests and stored predictions."""
     run = run or Run(cfg)
-    if run.bundle_dir.exists():
-        verify_seal(run.bundle_dir)
-        log.info("bundle already sealed: %s", run.bundle_dir)
+    if run.sealed:
+        check_reproduces(run)
+        log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
         return run.bundle_dir
     manifest = json.loads((run.work_dir / "manifest.json").read_text())
     requests, packets, store = run.requests, run.packets(), run.store()
@@ -197,15 +221,36 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
             raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
         predictions.append(prediction)
     store.close()
-    rows = [
+    preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
+    bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
+    shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
+    return bundle
+
+
+def request_rows(run: Run) -> list[dict[str, Any]]:
+    """What a bundle keeps of each request: ids, sizes and a hash, not the rendered text."""
+    return [
         {"question_id": q.qid, "request_id": r.id, "reader": r.reader, "prompt_version": r.prompt_version,
          "generation": r.generation, "input_tokens": len(r.input_ids) if r.input_ids is not None else None,
          "evidence_truncated_tokens": r.evidence_truncated_tokens,
          "messages_sha256": sha256_text(canonical_json(list(r.messages)))}
-        for q, r in zip(run.questions, requests)
+        for q, r in zip(run.questions, run.requests)
     ]
-    preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
-    return write_bundle(run.bundle_dir, manifest, packets, rows, preds)
+
+
+def check_reproduces(run: Run) -> None:
+    """A sealed bundle stands only if this code and config still produce its config,
+    evidence and requests byte for byte; otherwise say so rather than keep a stale result."""
+    verify_seal(run.bundle_dir)
+    sealed = json.loads((run.bundle_dir / "SEAL").read_text(encoding="utf-8"))["files"]
+    fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
+    changed = [name for name, rows in fresh.items()
+               if sha256_text(jsonl_text(rows)) != sealed[name]]
+    if read_manifest(run.bundle_dir)["config"] != experiment_config(run.cfg):
+        changed.insert(0, "manifest config")
+    if changed:
+        raise SealError(f"{run.bundle_dir}: sealed from a different {', '.join(changed)} than this code and config "
+                        f"produce; move the bundle away to run again")
 
 
 def run_score(cfg: DictConfig, run: Run | None = None) -> Path:

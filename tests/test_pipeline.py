@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cmc.bundle import verify_seal
+from cmc.bundle import SealError, verify_seal
 from cmc.replay import replay
-from cmc.runner import run
+from cmc.runner import Run, run, run_generate, run_prepare
 from tests.conftest import ROOT, compose_config
 
 pytestmark = pytest.mark.slow
@@ -74,7 +75,16 @@ def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, cap
     before = bundle_bytes(bundle)
     with caplog.at_level("INFO", logger="cmc.runner"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc")))
-    assert "0 requests to generate (40 already stored)" in caplog.text
+    assert "nothing to generate" in caplog.text and "evidence and requests reproduce" in caplog.text
+    assert bundle_bytes(bundle) == before
+    assert not (tmp / "results" / "work" / "adhoc" / bundle.name).exists(), "sealing retires the work folder"
+
+
+def test_rerun_with_a_changed_rule_refuses_the_stale_bundle(finished, tiny_model_dir):
+    tmp, bundle, _ = finished
+    before = bundle_bytes(bundle)
+    with pytest.raises(SealError, match="manifest config, evidence.jsonl"):
+        run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "arm.max_hops=1")))
     assert bundle_bytes(bundle) == before
 
 
@@ -104,6 +114,28 @@ def test_sigkill_mid_generation_then_rerun_is_byte_identical_and_repeats_nothing
     resumed = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert f"{40 - stored} requests to generate ({stored} already stored)" in resumed.stdout + resumed.stderr
     assert bundle_bytes(bundle) == bundle_bytes(clean_bundle)
+
+
+def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, tmp_path, tiny_model_dir):
+    """Generate part of a run, then lose the machine-local store (a new machine): the work
+    folder (manifest + journal), which a long run commits, is enough to finish it without
+    sending a journaled request again, and the bundle is byte-identical to the clean one."""
+    _, clean_bundle, _ = finished
+    cfg = compose_config(*overrides(tmp_path, tiny_model_dir, "arm=cmc"))
+    partial = Run(cfg)
+    run_prepare(cfg, partial)  # the manifest freezes all 40 questions
+    del partial.requests[16:]  # generation stops after 16 of them
+    run_generate(cfg, partial)
+    shutil.rmtree(tmp_path / "cache")
+    journal = tmp_path / "results" / "work" / "adhoc" / clean_bundle.name / "predictions.jsonl"
+    journaled = len(set(r.id for r in partial.requests))
+    assert len(journal.read_text().splitlines()) == journaled > 0
+
+    resumed = subprocess.run([sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"),
+                              f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert f"{40 - journaled} requests to generate ({journaled} already stored)" in resumed.stdout + resumed.stderr
+    assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
+    assert not journal.parent.exists()
 
 
 def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_model_dir):

@@ -1,0 +1,64 @@
+"""A run's durable, committable record of finished predictions: one JSON line each.
+
+The SQLite store (cmc.cache) is the fast machine-local cache shared by every run; the
+journal lives beside the run's frozen manifest under results/work/ and travels with the
+repository, so a long run (the full Table 1 on a CPU takes about a day) can stop on one
+machine and resume on another without sending any finished request again. Only successful
+predictions are journaled: a failure is retried, never resumed.
+
+Appends are line-at-a-time with fsync; a crash can leave at most a torn last line, which
+is dropped (and cut off before the next append). Any other unreadable line is an error.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from cmc.errors import DataError
+from cmc.io import canonical_json
+from cmc.readers.base import Prediction
+
+log = logging.getLogger(__name__)
+
+
+class PredictionJournal:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> dict[str, Prediction]:
+        """Request id -> prediction, for every complete line."""
+        if not self.path.is_file():
+            return {}
+        data = self.path.read_bytes()
+        complete, _, torn = data.rpartition(b"\n")
+        if torn:
+            log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted append", self.path, len(torn))
+        out: dict[str, Prediction] = {}
+        for number, line in enumerate(complete.decode("utf-8").split("\n") if complete else [], start=1):
+            try:
+                prediction = Prediction.from_json(json.loads(line))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise DataError(f"{self.path}: line {number} is not a prediction ({exc})") from exc
+            if prediction.error is not None:
+                raise DataError(f"{self.path}: line {number} records a failed prediction; journals hold successes only")
+            out[prediction.request_id] = prediction
+        return out
+
+    def append(self, predictions: list[Prediction]) -> None:
+        """Append successes (failures are skipped), cutting off a torn tail first."""
+        lines = [canonical_json(p.to_json()) + "\n" for p in predictions if p.error is None]
+        if not lines:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+b") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size:
+                handle.seek(size - 1)
+                if handle.read(1) != b"\n":
+                    handle.seek(0)
+                    handle.truncate(handle.read().rfind(b"\n") + 1)  # keep every complete line
+            handle.write("".join(lines).encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
