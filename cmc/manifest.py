@@ -34,10 +34,39 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+PATH_REFERENCE = "${paths."  # a value built from a machine-local location
+
+
 def experiment_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config minus machine-local paths: what defines the measurement."""
+    """The resolved config minus machine-local paths: what defines the measurement.
+
+    A value interpolated from `paths` (the dataset file, the template table) keeps its
+    unresolved form, e.g. `${paths.data_dir}/factconsolidation/...`: where the data lies is
+    not part of the measurement (its sha256 is, in dataset_pin), and a replay resolves it
+    against the replaying machine's paths."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    return {k: v for k, v in resolved.items() if k not in MACHINE_LOCAL}
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    return {k: _keep_path_references(v, raw[k]) for k, v in resolved.items() if k not in MACHINE_LOCAL}
+
+
+def _keep_path_references(resolved: Any, raw: Any) -> Any:
+    if isinstance(resolved, dict):
+        return {k: _keep_path_references(v, raw[k]) for k, v in resolved.items()}
+    if isinstance(resolved, list):
+        return [_keep_path_references(v, r) for v, r in zip(resolved, raw)]
+    return raw if isinstance(raw, str) and PATH_REFERENCE in raw else resolved
+
+
+def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between a recorded experiment config and a fresh one.
+    Keys that name a machine-local location in the fresh config are not compared (manifests
+    written before locations were kept unresolved recorded the resolving machine's path)."""
+    if isinstance(recorded, dict) and isinstance(fresh, dict):
+        return [d for k in sorted(set(recorded) | set(fresh))
+                for d in config_differences(recorded.get(k, "<absent>"), fresh.get(k, "<absent>"), f"{prefix}.{k}")]
+    if isinstance(fresh, str) and PATH_REFERENCE in fresh:
+        return []
+    return [] if recorded == fresh else [prefix.lstrip(".")]
 
 
 def build_manifest(

@@ -33,7 +33,7 @@ from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_text, write_jsonl
 from cmc.journal import PredictionJournal
-from cmc.manifest import build_manifest, experiment_config
+from cmc.manifest import build_manifest, config_differences, experiment_config
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Request
 from cmc.records import Question
@@ -156,8 +156,10 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     pin = requests[0].pin if requests else {}
     manifest = build_manifest(cfg, [q.qid for q in run.questions], pin, run.prompt.version, ROOT)
     path = run.work_dir / "manifest.json"
-    if path.is_file() and json.loads(path.read_text())["config"] != manifest["config"]:
-        raise DataError(f"{path}: a different config was frozen for this run; move it away to start over")
+    changed = config_differences(json.loads(path.read_text())["config"], manifest["config"]) if path.is_file() else []
+    if changed:
+        raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
+                        f"move it away to start over")
     if not path.is_file():
         atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return path
@@ -244,10 +246,10 @@ def check_reproduces(run: Run) -> None:
     verify_seal(run.bundle_dir)
     sealed = json.loads((run.bundle_dir / "SEAL").read_text(encoding="utf-8"))["files"]
     fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
-    changed = [name for name, rows in fresh.items()
-               if sha256_text(jsonl_text(rows)) != sealed[name]]
-    if read_manifest(run.bundle_dir)["config"] != experiment_config(run.cfg):
-        changed.insert(0, "manifest config")
+    changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
+    keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
+    if keys:
+        changed.insert(0, f"config ({', '.join(keys[:5])})")
     if changed:
         raise SealError(f"{run.bundle_dir}: sealed from a different {', '.join(changed)} than this code and config "
                         f"produce; move the bundle away to run again")

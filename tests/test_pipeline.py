@@ -83,7 +83,7 @@ def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, cap
 def test_rerun_with_a_changed_rule_refuses_the_stale_bundle(finished, tiny_model_dir):
     tmp, bundle, _ = finished
     before = bundle_bytes(bundle)
-    with pytest.raises(SealError, match="manifest config, evidence.jsonl"):
+    with pytest.raises(SealError, match=r"config \(arm.max_hops\), evidence.jsonl"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "arm.max_hops=1")))
     assert bundle_bytes(bundle) == before
 
