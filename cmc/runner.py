@@ -266,13 +266,15 @@ def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
 
 def run_all(cfg: DictConfig) -> Path:
     run = Run(cfg)
+    already_sealed = run.sealed
     timings = {}
     for name, stage in (("evidence", run_evidence), ("generate", run_generate), ("seal", run_seal), ("score", run_score)):
         start = time.perf_counter()
         result = stage(cfg, run)
         timings[name] = round(time.perf_counter() - start, 3)
-    info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
-    atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")
+    if not already_sealed:  # a rerun over a sealed bundle must not replace the timings of the run that made it
+        info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
+        atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")
     return result
 
 

@@ -71,12 +71,13 @@ def test_replay_reports_a_changed_evidence_rule(finished, tiny_model_dir):
 
 
 def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, caplog):
-    tmp, bundle, _ = finished
-    before = bundle_bytes(bundle)
+    tmp, bundle, scores = finished
+    before, timings = bundle_bytes(bundle), (scores / "timings.json").read_bytes()
     with caplog.at_level("INFO", logger="cmc.runner"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc")))
     assert "nothing to generate" in caplog.text and "evidence and requests reproduce" in caplog.text
     assert bundle_bytes(bundle) == before
+    assert (scores / "timings.json").read_bytes() == timings, "the rerun kept the generating run's timings"
     assert not (tmp / "results" / "work" / "adhoc" / bundle.name).exists(), "sealing retires the work folder"
 
 
