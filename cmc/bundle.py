@@ -61,7 +61,15 @@ def seal_text(digests: dict[str, str]) -> str:
 
 def verify_seal(path: str | Path) -> str:
     """Recompute every file's hash; return the seal, or raise SealError naming the file."""
-    bundle = Path(path)
+    return _verified_record(Path(path))["seal"]
+
+
+def sealed_digests(path: str | Path) -> dict[str, str]:
+    """The verified sha256 of each bundle file, by name."""
+    return _verified_record(Path(path))["files"]
+
+
+def _verified_record(bundle: Path) -> dict[str, Any]:
     seal_path = bundle / SEAL
     if not seal_path.is_file():
         raise SealError(f"{bundle}: no SEAL file; the bundle was never sealed")
@@ -73,7 +81,7 @@ def verify_seal(path: str | Path) -> str:
             raise SealError(f"{bundle}: {name} changed since sealing (sha256 mismatch); refusing to score")
     if sha256_text(canonical_json(recorded["files"])) != recorded["seal"]:
         raise SealError(f"{bundle}: SEAL file is inconsistent")
-    return recorded["seal"]
+    return recorded
 
 
 def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:

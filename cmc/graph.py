@@ -7,7 +7,7 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Callable, Iterable, Iterator, NamedTuple, TypeVar
+from typing import Callable, Iterator, NamedTuple, TypeVar
 
 from cmc.anchor import AnchorIndex
 from cmc.extraction import Extraction

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from cmc.errors import DataError
-from cmc.io import canonical_json
+from cmc.io import jsonl_text
 from cmc.readers.base import Prediction
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ class PredictionJournal:
 
     def append(self, predictions: list[Prediction]) -> None:
         """Append successes (failures are skipped), cutting off a torn tail first."""
-        lines = [canonical_json(p.to_json()) + "\n" for p in predictions if p.error is None]
-        if not lines:
+        text = jsonl_text(p.to_json() for p in predictions if p.error is None)
+        if not text:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a+b") as handle:
@@ -59,6 +59,6 @@ class PredictionJournal:
                 if handle.read(1) != b"\n":
                     handle.seek(0)
                     handle.truncate(handle.read().rfind(b"\n") + 1)  # keep every complete line
-            handle.write("".join(lines).encode("utf-8"))
+            handle.write(text.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())

@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from arms.base import Arm
-from cmc.bundle import SealError, read_manifest, verify_seal, write_bundle
+from cmc.bundle import SealError, read_manifest, sealed_digests, verify_seal, write_bundle
 from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.evidence import Evidence, rebuild_text
@@ -156,12 +156,11 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     pin = requests[0].pin if requests else {}
     manifest = build_manifest(cfg, [q.qid for q in run.questions], pin, run.prompt.version, ROOT)
     path = run.work_dir / "manifest.json"
-    changed = config_differences(json.loads(path.read_text())["config"], manifest["config"]) if path.is_file() else []
-    if changed:
-        raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
-                        f"move it away to start over")
     if not path.is_file():
         atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    elif changed := config_differences(json.loads(path.read_text())["config"], manifest["config"]):
+        raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
+                        f"move it away to start over")
     return path
 
 
@@ -174,12 +173,13 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     run_prepare(cfg, run)
     store, journal = run.store(), run.journal()
     journaled = journal.read()
-    for prediction in journaled.values():  # resuming on another machine: the journal seeds the store
-        store.put(prediction)
     pending: dict[str, Request] = {}
     backfill: dict[str, Prediction] = {}  # stored successes of this run the journal lacks
     for request in run.requests:
         stored = store.get(request.id)
+        if (stored is None or stored.error is not None) and request.id in journaled:
+            stored = journaled[request.id]  # resuming on another machine: the journal seeds the store
+            store.put(stored)
         if stored is None or stored.error is not None:
             pending[request.id] = request
         elif request.id not in journaled:
@@ -243,8 +243,7 @@ def request_rows(run: Run) -> list[dict[str, Any]]:
 def check_reproduces(run: Run) -> None:
     """A sealed bundle stands only if this code and config still produce its config,
     evidence and requests byte for byte; otherwise say so rather than keep a stale result."""
-    verify_seal(run.bundle_dir)
-    sealed = json.loads((run.bundle_dir / "SEAL").read_text(encoding="utf-8"))["files"]
+    sealed = sealed_digests(run.bundle_dir)
     fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
     changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
     keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
