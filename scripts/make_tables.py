@@ -62,6 +62,9 @@ def main() -> None:
     population = read_manifest(bundles[0])["population"]
     provenance = (f"Reader: {readers}. Population: {population['name']} (n={items['question_id'].nunique()} "
                   f"questions per view). Substring exact match (%), Wilson 95% intervals. Bundle seals: {seals}.")
+    unsealed = [v for v in exp.views if v not in set(items["arm"])]
+    if unsealed:  # an interim table must say so wherever it is read
+        provenance += f" PARTIAL: views not sealed yet: {', '.join(unsealed)}."
     tables, figures = Path(args.out) / "tables", Path(args.out) / "figures"
     views = [v for v in exp.views if v in set(items["arm"])] or list(dict.fromkeys(items["arm"]))
 
