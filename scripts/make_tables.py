@@ -104,6 +104,8 @@ def main() -> None:
                     f"{args.experiment}: order control by key-change stratum (keys from evidence traces)", provenance)
 
     caption = f"{args.experiment}, reader {readers}, population {population['name']}"
+    if unsealed:
+        caption += f" (PARTIAL: {len(unsealed)} view(s) not sealed yet)"
     accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
     accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
     depths = {int(a.rsplit("depth", 1)[1]): a for a in items["arm"].unique() if "_depth" in a}
