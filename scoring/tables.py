@@ -145,3 +145,20 @@ def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
     acc["column"] = acc["arm"] + " " + acc["hop"].str.upper()
     grid = acc.pivot_table(index=["reader", "frontend"], columns="column", values="accuracy", sort=False)
     return grid.round(2).reset_index()
+
+
+def selection_vs_reader(items: pd.DataFrame, gold_present: Mapping[tuple[str, str], bool]) -> pd.DataFrame:
+    """Per view and hop: how many evidence packets contain a gold string (keyed by (arm,
+    question_id)), and the reader's accuracy with and without one. Separates answers the
+    selection never offered from answers the reader missed in front of it."""
+    part = items.assign(gold=[gold_present[(a, q)] for a, q in zip(items["arm"], items["question_id"])])
+    rows = []
+    for (arm, hop), group in part.groupby(["arm", "hop"], sort=False):
+        held, missing = group[group["gold"]], group[~group["gold"]]
+        rows.append({
+            "arm": arm, "hop": hop, "n": len(group), "correct": int(group["substring_em"].sum()),
+            "gold_in_evidence": len(held), "correct_with_gold": int(held["substring_em"].sum()),
+            "reader_rate_with_gold": round(100 * held["substring_em"].mean(), 2) if len(held) else None,
+            "correct_without_gold": int(missing["substring_em"].sum()),
+        })
+    return pd.DataFrame(rows)

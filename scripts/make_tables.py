@@ -21,10 +21,11 @@ from hydra.utils import instantiate  # noqa: E402
 from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
+from scoring.diagnostics import evidence_rows  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
-                            reader_grid, selected_keys, strict_table, view_table)
+                            reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
@@ -53,9 +54,11 @@ def main() -> None:
         cfg = compose("config", overrides=[f"experiment={args.experiment}",
                                            f"dataset={manifest['config']['dataset']['name']}"])
     adapter = instantiate(cfg.dataset)
-    questions = {q.qid: q for q in adapter.load().questions}
+    dataset = adapter.load()
+    questions = {q.qid: q for q in dataset.questions}
     exp = cfg.experiment
-    items = experiment_items(bundles, LabelVault(adapter.load_labels), questions, exp.cluster)
+    vault = LabelVault(adapter.load_labels)
+    items = experiment_items(bundles, vault, questions, exp.cluster)
 
     readers = ", ".join(sorted(items["reader"].unique()))
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
@@ -95,6 +98,11 @@ def main() -> None:
     if items[["reader", "frontend"]].drop_duplicates().shape[0] > 1:  # Table 2: reader x frontend grid
         write_table(reader_grid(items), tables / f"{stem}_readers", f"{args.experiment}: reader x frontend grid",
                     provenance)
+    gold = pd.concat([evidence_rows(read_bundle_jsonl(b, "evidence.jsonl"), questions, dataset.histories, vault.open(b))
+                      for b in bundles])
+    write_table(selection_vs_reader(items, dict(zip(zip(gold["arm"], gold["question_id"]), gold["gold_present"]))),
+                tables / f"{stem}_selection", f"{args.experiment}: gold string in the evidence, and reader accuracy "
+                "with and without it", provenance)
     by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
         keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}

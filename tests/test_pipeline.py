@@ -2,6 +2,7 @@
 seal -> score, replay, crash-resume, and tables over the resulting bundles."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -149,9 +150,15 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     tables = tmp / "out" / "tables"
     partial = "PARTIAL: views not sealed yet: prior_read_refresh, latest_state, raw_suffix."
     assert partial in out.stdout and partial in (tables / "table1_t40.md").read_text()
-    for stem in ("table1_t40", "table1_t40_by_length", "table1_t40_strict", "table1_t40_contrasts"):
+    for stem in ("table1_t40", "table1_t40_by_length", "table1_t40_strict", "table1_t40_contrasts", "table1_t40_selection"):
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{stem}.{ext}").stat().st_size > 0
+    selection = list(csv.DictReader((tables / "table1_t40_selection.csv").open()))
+    assert {row["arm"] for row in selection} == {"cmc", "fact_bm25", "stale_closure"}
+    assert sum(int(row["n"]) for row in selection) == 3 * 40
+    for row in selection:
+        assert int(row["correct"]) == int(row["correct_with_gold"]) + int(row["correct_without_gold"])
+        assert int(row["correct_with_gold"]) <= int(row["gold_in_evidence"]) <= int(row["n"])
     contrasts = (tables / "table1_t40_contrasts.csv").read_text().splitlines()
     assert len(contrasts) == 1 + 2 * 2  # (cmc vs fact_bm25, cmc vs stale_closure) x (sh, mh)
     for figure in ("table1_t40_by_length.png", "table1_t40_tokens.png"):

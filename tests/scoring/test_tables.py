@@ -3,7 +3,8 @@ tests/test_pipeline.py)."""
 import pandas as pd
 import pytest
 
-from scoring.tables import accuracy, contrasts, key_change_strata, length_order, reader_grid, view_table
+from scoring.tables import (accuracy, contrasts, key_change_strata, length_order, reader_grid, selection_vs_reader,
+                            view_table)
 
 
 @pytest.fixture
@@ -44,3 +45,14 @@ def test_length_order_and_accuracy_groups(items):
     assert length_order(["262k", "6k", "64k", "32k"]) == ["6k", "32k", "64k", "262k"]
     acc = accuracy(items, ["arm", "length"])
     assert acc["n"].sum() == len(items)
+
+
+def test_selection_vs_reader_splits_misses_by_gold_presence(items):
+    # fact_bm25 holds the gold string for q0-q3 only; cmc always does
+    gold = {(arm, f"q{i}"): arm == "cmc" or i < 4 for arm in ("cmc", "fact_bm25") for i in range(8)}
+    out = selection_vs_reader(items, gold).set_index(["arm", "hop"])
+    assert out.loc[("cmc", "mh"), ["n", "gold_in_evidence", "correct_with_gold"]].tolist() == [4, 4, 4]
+    bm25_mh = out.loc[("fact_bm25", "mh")]  # q1, q3 hold gold, q5, q7 do not; all four answered wrong
+    assert (bm25_mh["gold_in_evidence"], bm25_mh["correct_with_gold"], bm25_mh["reader_rate_with_gold"]) == (2, 0, 0.0)
+    bm25_sh = out.loc[("fact_bm25", "sh")]  # q0, q2 with gold, q4, q6 without: all answered right
+    assert (bm25_sh["correct_with_gold"], bm25_sh["correct_without_gold"]) == (2, 2)
