@@ -147,18 +147,22 @@ def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
     return grid.round(2).reset_index()
 
 
-def selection_vs_reader(items: pd.DataFrame, gold_present: Mapping[tuple[str, str], bool]) -> pd.DataFrame:
-    """Per view and hop: how many evidence packets contain a gold string (keyed by (arm,
-    question_id)), and the reader's accuracy with and without one. Separates answers the
-    selection never offered from answers the reader missed in front of it."""
-    part = items.assign(gold=[gold_present[(a, q)] for a, q in zip(items["arm"], items["question_id"])])
+def selection_vs_reader(items: pd.DataFrame, gold: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
+    """Per run and hop: how many evidence packets contain a gold string (`gold`: seal,
+    question_id, gold_present) and how many answers are right with and without one.
+    Separates answers the selection never offered from answers the reader missed in front of it."""
+    part = items.merge(gold[["seal", "question_id", "gold_present"]], on=["seal", "question_id"], validate="1:1")
+    part["view_order"] = part["arm"].map({v: i for i, v in enumerate(views)}).fillna(len(views))
+    part["hop_order"] = part["hop"].map({"sh": 0, "mh": 1}).fillna(2)
     rows = []
-    for (arm, hop), group in part.groupby(["arm", "hop"], sort=False):
-        held, missing = group[group["gold"]], group[~group["gold"]]
+    for (reader, frontend, arm, hop), group in part.sort_values(["view_order", "reader", "frontend", "hop_order"]) \
+            .groupby(["reader", "frontend", "arm", "hop"], sort=False):
+        held, missing = group[group["gold_present"]], group[~group["gold_present"]]
         rows.append({
-            "arm": arm, "hop": hop, "n": len(group), "correct": int(group["substring_em"].sum()),
-            "gold_in_evidence": len(held), "correct_with_gold": int(held["substring_em"].sum()),
-            "reader_rate_with_gold": round(100 * held["substring_em"].mean(), 2) if len(held) else None,
+            "reader": reader, "frontend": frontend, "arm": arm, "hop": hop, "n": len(group),
+            "correct": int(group["substring_em"].sum()), "gold_in_evidence": len(held),
+            "correct_with_gold": int(held["substring_em"].sum()),
+            "reader_rate_with_gold": round(100 * held["substring_em"].mean(), 2) if len(held) else float("nan"),
             "correct_without_gold": int(missing["substring_em"].sum()),
         })
     return pd.DataFrame(rows)

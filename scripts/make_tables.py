@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.diagnostics import evidence_rows  # noqa: E402
@@ -30,7 +30,7 @@ from scoring.tables import (accuracy, contrasts, experiment_items, key_change_st
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
-    atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{frame.to_markdown(index=False)}\n")
+    atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{frame.to_markdown(index=False, missingval='--')}\n")
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
 
 
@@ -98,11 +98,10 @@ def main() -> None:
     if items[["reader", "frontend"]].drop_duplicates().shape[0] > 1:  # Table 2: reader x frontend grid
         write_table(reader_grid(items), tables / f"{stem}_readers", f"{args.experiment}: reader x frontend grid",
                     provenance)
-    gold = pd.concat([evidence_rows(read_bundle_jsonl(b, "evidence.jsonl"), questions, dataset.histories, vault.open(b))
-                      for b in bundles])
-    write_table(selection_vs_reader(items, dict(zip(zip(gold["arm"], gold["question_id"]), gold["gold_present"]))),
-                tables / f"{stem}_selection", f"{args.experiment}: gold string in the evidence, and reader accuracy "
-                "with and without it", provenance)
+    gold = pd.concat([evidence_rows(read_bundle_jsonl(b, "evidence.jsonl"), questions, dataset.histories,
+                                    vault.open(b)).assign(seal=verify_seal(b)) for b in bundles])
+    write_table(selection_vs_reader(items, gold, views), tables / f"{stem}_selection",
+                f"{args.experiment}: gold string in the evidence, and answers right with and without it", provenance)
     by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
         keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}

@@ -1,5 +1,7 @@
 """Experiment-level tables on a hand-made item table (the sealed-bundle path is covered by
 tests/test_pipeline.py)."""
+import math
+
 import pandas as pd
 import pytest
 
@@ -47,12 +49,19 @@ def test_length_order_and_accuracy_groups(items):
     assert acc["n"].sum() == len(items)
 
 
-def test_selection_vs_reader_splits_misses_by_gold_presence(items):
-    # fact_bm25 holds the gold string for q0-q3 only; cmc always does
-    gold = {(arm, f"q{i}"): arm == "cmc" or i < 4 for arm in ("cmc", "fact_bm25") for i in range(8)}
-    out = selection_vs_reader(items, gold).set_index(["arm", "hop"])
+def test_selection_vs_reader_splits_answers_by_gold_presence(items):
+    items = items.assign(seal=items["arm"])
+    # fact_bm25 SH: q0 and q4 hold the gold string, q2 and q6 do not; make q0 and q2 wrong, so
+    # a table that paired gold flags with the wrong rows would count differently.
+    items.loc[(items.arm == "fact_bm25") & items.question_id.isin(["q0", "q2"]), "substring_em"] = 0
+    has_gold = {("cmc", f"q{i}"): True for i in range(8)} | {("fact_bm25", f"q{i}"): i in (0, 4) for i in range(8)}
+    gold = pd.DataFrame([{"seal": a, "question_id": q, "gold_present": g} for (a, q), g in has_gold.items()])
+    out = selection_vs_reader(items, gold, ["cmc", "fact_bm25"])
+    assert list(zip(out.arm, out.hop)) == [("cmc", "sh"), ("cmc", "mh"), ("fact_bm25", "sh"), ("fact_bm25", "mh")]
+    out = out.set_index(["arm", "hop"])
     assert out.loc[("cmc", "mh"), ["n", "gold_in_evidence", "correct_with_gold"]].tolist() == [4, 4, 4]
-    bm25_mh = out.loc[("fact_bm25", "mh")]  # q1, q3 hold gold, q5, q7 do not; all four answered wrong
-    assert (bm25_mh["gold_in_evidence"], bm25_mh["correct_with_gold"], bm25_mh["reader_rate_with_gold"]) == (2, 0, 0.0)
-    bm25_sh = out.loc[("fact_bm25", "sh")]  # q0, q2 with gold, q4, q6 without: all answered right
-    assert (bm25_sh["correct_with_gold"], bm25_sh["correct_without_gold"]) == (2, 2)
+    bm25_sh = out.loc[("fact_bm25", "sh")]  # gold: q0 (wrong), q4 (right); no gold: q2 (wrong), q6 (right)
+    assert (bm25_sh["gold_in_evidence"], bm25_sh["correct_with_gold"], bm25_sh["correct_without_gold"]) == (2, 1, 1)
+    assert bm25_sh["reader_rate_with_gold"] == 50.0
+    bm25_mh = out.loc[("fact_bm25", "mh")]  # no gold anywhere: no rate, not a zero
+    assert bm25_mh["gold_in_evidence"] == 0 and math.isnan(bm25_mh["reader_rate_with_gold"])
