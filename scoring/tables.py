@@ -8,8 +8,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
-from cmc.records import Question
+from cmc.evidence import rebuild_text
+from cmc.records import History, Question
 from cmc.vault import LabelVault
+from scoring.diagnostics import gold_in_text
 from scoring.intervals import wilson_interval
 from scoring.metrics import normalize_answer, score_output
 from scoring.paired import cluster_bootstrap, win_tie_loss
@@ -22,9 +24,10 @@ CLUSTER_KEYS: dict[str, Callable[[Question], str]] = {
 
 
 def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions: Mapping[str, Question],
-                 cluster: str = "question_text") -> pd.DataFrame:
+                 cluster: str = "question_text", histories: Mapping[str, History] | None = None) -> pd.DataFrame:
     """One row per question of one sealed bundle, scored with the released metric; labels
-    come from LabelVault.open(bundle), which has verified the seal."""
+    come from LabelVault.open(bundle), which has verified the seal. With `histories`, a
+    `gold_present` column says whether the evidence the reader saw holds a gold string."""
     seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
     evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
@@ -35,20 +38,22 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
         qid = pred["question_id"]
         question = questions[qid]
         scored = score_output(pred["raw"], labels[qid])
+        gold = {} if histories is None else {"gold_present": gold_in_text(
+            rebuild_text(histories[question.history_id], evidence[qid]), labels[qid])}
         rows.append({
             "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
             "question_id": qid, "hop": question.hop, "length": question.length,
             "cluster": CLUSTER_KEYS[cluster](question),
             "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
             "input_tokens": requests[qid]["input_tokens"], "truncated": evidence[qid]["truncated"],
-            "error": pred["error"], "seal": seal,
+            "error": pred["error"], "seal": seal, **gold,
         })
     return pd.DataFrame(rows)
 
 
 def experiment_items(bundles: Iterable[Path], vault: LabelVault, questions: Mapping[str, Question],
-                     cluster: str = "question_text") -> pd.DataFrame:
-    frames = [bundle_items(b, vault.open(b), questions, cluster) for b in bundles]
+                     cluster: str = "question_text", histories: Mapping[str, History] | None = None) -> pd.DataFrame:
+    frames = [bundle_items(b, vault.open(b), questions, cluster, histories) for b in bundles]
     if not frames:
         raise FileNotFoundError("no sealed bundles to score")
     return pd.concat(frames, ignore_index=True)
@@ -147,11 +152,11 @@ def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
     return grid.round(2).reset_index()
 
 
-def selection_vs_reader(items: pd.DataFrame, gold: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
-    """Per run and hop: how many evidence packets contain a gold string (`gold`: seal,
-    question_id, gold_present) and how many answers are right with and without one.
-    Separates answers the selection never offered from answers the reader missed in front of it."""
-    part = items.merge(gold[["seal", "question_id", "gold_present"]], on=["seal", "question_id"], validate="1:1")
+def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
+    """Per run and hop: how many evidence packets contain a gold string (items built with
+    histories, so they carry `gold_present`) and how many answers are right with and without
+    one. Separates answers the selection never offered from answers the reader missed in front of it."""
+    part = items.copy()
     part["view_order"] = part["arm"].map({v: i for i, v in enumerate(views)}).fillna(len(views))
     part["hop_order"] = part["hop"].map({"sh": 0, "mh": 1}).fillna(2)
     rows = []

@@ -18,10 +18,9 @@ import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
-from scoring.diagnostics import evidence_rows  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
@@ -58,7 +57,7 @@ def main() -> None:
     questions = {q.qid: q for q in dataset.questions}
     exp = cfg.experiment
     vault = LabelVault(adapter.load_labels)
-    items = experiment_items(bundles, vault, questions, exp.cluster)
+    items = experiment_items(bundles, vault, questions, exp.cluster, dataset.histories)
 
     readers = ", ".join(sorted(items["reader"].unique()))
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
@@ -98,9 +97,7 @@ def main() -> None:
     if items[["reader", "frontend"]].drop_duplicates().shape[0] > 1:  # Table 2: reader x frontend grid
         write_table(reader_grid(items), tables / f"{stem}_readers", f"{args.experiment}: reader x frontend grid",
                     provenance)
-    gold = pd.concat([evidence_rows(read_bundle_jsonl(b, "evidence.jsonl"), questions, dataset.histories,
-                                    vault.open(b)).assign(seal=verify_seal(b)) for b in bundles])
-    write_table(selection_vs_reader(items, gold, views), tables / f"{stem}_selection",
+    write_table(selection_vs_reader(items, views), tables / f"{stem}_selection",
                 f"{args.experiment}: gold string in the evidence, and answers right with and without it", provenance)
     by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change

@@ -50,13 +50,12 @@ def test_length_order_and_accuracy_groups(items):
 
 
 def test_selection_vs_reader_splits_answers_by_gold_presence(items):
-    items = items.assign(seal=items["arm"])
     # fact_bm25 SH: q0 and q4 hold the gold string, q2 and q6 do not; make q0 and q2 wrong, so
     # a table that paired gold flags with the wrong rows would count differently.
     items.loc[(items.arm == "fact_bm25") & items.question_id.isin(["q0", "q2"]), "substring_em"] = 0
     has_gold = {("cmc", f"q{i}"): True for i in range(8)} | {("fact_bm25", f"q{i}"): i in (0, 4) for i in range(8)}
-    gold = pd.DataFrame([{"seal": a, "question_id": q, "gold_present": g} for (a, q), g in has_gold.items()])
-    out = selection_vs_reader(items, gold, ["cmc", "fact_bm25"])
+    items["gold_present"] = [has_gold[(a, q)] for a, q in zip(items.arm, items.question_id)]
+    out = selection_vs_reader(items, ["cmc", "fact_bm25"])
     assert list(zip(out.arm, out.hop)) == [("cmc", "sh"), ("cmc", "mh"), ("fact_bm25", "sh"), ("fact_bm25", "mh")]
     out = out.set_index(["arm", "hop"])
     assert out.loc[("cmc", "mh"), ["n", "gold_in_evidence", "correct_with_gold"]].tolist() == [4, 4, 4]
