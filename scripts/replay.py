@@ -1,7 +1,10 @@
-"""Replay a sealed bundle and report any mismatch (exit 1), e.g.
+"""Replay a sealed bundle: rebuild its evidence and requests, check the seal, rescore, and
+report any mismatch (exit 1). No model is loaded. Examples:
 
-    python scripts/replay.py results/bundles/table1/<run> [dataset.path=/elsewhere/cr.parquet]
+    python scripts/replay.py results/bundles/table1/<run>
+    python scripts/replay.py results/bundles/table1/<run> dataset.path=/elsewhere/cr.parquet
 """
+import argparse
 import sys
 from pathlib import Path
 
@@ -10,9 +13,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cmc.replay import replay  # noqa: E402
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(__doc__)
-    report = replay(sys.argv[1], sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("bundle", help="a sealed bundle folder")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for this machine (data or model paths)")
+    args = parser.parse_args()
+    report = replay(args.bundle, args.overrides)
     print(f"{report.bundle}: seal {report.seal[:16]}, {report.checked} predictions checked")
     for line in report.mismatches:
         print(f"MISMATCH {line}")

@@ -74,6 +74,15 @@ def test_replay_reports_a_changed_evidence_rule(finished, tiny_model_dir):
     assert not report.ok and any(m.startswith("evidence") for m in report.mismatches)
 
 
+def test_replay_script_exit_status_says_ok_or_mismatch(finished, tiny_model_dir):
+    _, bundle, _ = finished
+    script = [sys.executable, "scripts/replay.py", str(bundle), f"reader.model.local_path={tiny_model_dir}"]
+    ok = subprocess.run(script, cwd=ROOT, capture_output=True, text=True)
+    assert ok.returncode == 0 and "40 predictions checked" in ok.stdout and "replay OK" in ok.stdout
+    changed = subprocess.run([*script, "arm.max_hops=1"], cwd=ROOT, capture_output=True, text=True)
+    assert changed.returncode == 1 and "MISMATCH evidence" in changed.stdout and "replay FAILED" in changed.stdout
+
+
 def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, caplog):
     tmp, bundle, scores = finished
     before, timings = bundle_bytes(bundle), (scores / "timings.json").read_bytes()
