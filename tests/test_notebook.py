@@ -57,6 +57,8 @@ def test_notebook_executes_and_drills_into_one_question(bundles, dataset):
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT)}}).execute()
 
+    selection = text_output(tagged(nb, "selection"))
+    assert "gold_in_evidence" in selection and "correct_without_gold" in selection and "fact_bm25" in selection
     question = next(q for q in dataset.questions if q.qid == QUESTION)
     drill = text_output(tagged(nb, "drill-down"))
     assert question.text in drill
