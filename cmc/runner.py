@@ -14,9 +14,10 @@ import json
 import logging
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -37,6 +38,7 @@ from cmc.manifest import build_manifest, config_differences, experiment_config
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Request
 from cmc.records import Question
+from cmc.sittings import Sitting, read_sittings, total
 from cmc.sources import Dataset
 from cmc.vault import LabelVault
 
@@ -189,22 +191,37 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     if pending and hasattr(run.reader, "preflight"):
         run.reader.preflight()  # a wrong URL or key fails here, not as 800 error predictions
     workers = max(1, int(getattr(run.reader, "concurrency", 1)))
+    sitting = Sitting(run.work_dir / "sittings.jsonl")
     progress = tqdm(total=len(pending), desc=f"generate {run.name}", disable=None, mininterval=2)
+    queue = iter(pending.values())
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run.reader.generate, r) for r in pending.values()]
-        for future in as_completed(futures):
-            prediction = future.result()
-            store.put(prediction)
-            journal.append([prediction])
-            progress.update(1)
+        # At most `workers` requests are handed to the pool at a time: on Ctrl-C or a failure
+        # only those in flight finish, where a pool given every request up front would go on
+        # sending all of them (hours on a CPU) and drop the answers.
+        in_flight = {pool.submit(run.reader.generate, r) for r in islice(queue, workers)}
+        while in_flight:
+            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in done:
+                prediction = future.result()
+                store.put(prediction)
+                journal.append([prediction])
+                sitting.finished(**prefill_counters(run.reader))
+                progress.update(1)
+                in_flight |= {pool.submit(run.reader.generate, r) for r in islice(queue, 1)}
     progress.close()
     store.close()
-    if hasattr(run.reader, "prefill_tokens_saved"):
-        run.prefill = {"prefill_tokens_total": run.reader.prefill_tokens_total,
-                       "prefill_tokens_saved": run.reader.prefill_tokens_saved}
+    run.prefill = prefill_counters(run.reader) or None
+    if run.prefill:
         log.info("prefill tokens: %(prefill_tokens_total)d computed-or-reused, %(prefill_tokens_saved)d from the "
                  "prefix cache", run.prefill)
     return store.path
+
+
+def prefill_counters(reader: Any) -> dict[str, int]:
+    """The prefix-cache counters of a reader that keeps them (the local transformers one)."""
+    if not hasattr(reader, "prefill_tokens_saved"):
+        return {}
+    return {"prefill_tokens_total": reader.prefill_tokens_total, "prefill_tokens_saved": reader.prefill_tokens_saved}
 
 
 def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
@@ -225,6 +242,12 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
     store.close()
     preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
     bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
+    sittings = run.work_dir / "sittings.jsonl"
+    if sittings.is_file():  # timings go to the scores, not into the deterministic bundle
+        log.info("generation: %(sittings)d sitting(s), %(requests)d requests, %(seconds).1f s",
+                 total(read_sittings(sittings)))
+        run.scores_dir.mkdir(parents=True, exist_ok=True)
+        shutil.move(sittings, run.scores_dir / "sittings.jsonl")
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
     return bundle
 

@@ -19,7 +19,11 @@ from hydra.utils import instantiate
 from cmc.bundle import SealError, read_bundle_jsonl, verify_seal
 from cmc.evidence import rebuild_text
 from cmc.replay import replay
+from cmc.readers.hf import HFReader
+from cmc.readers.models import HubModel
+from cmc.readers.serve import OpenAIServer, ReaderBackend
 from cmc.runner import Run, run, run_generate, run_prepare
+from cmc.sittings import read_sittings
 from scoring.diagnostics import gold_in_text
 from tests.conftest import ROOT, compose_config
 
@@ -150,6 +154,64 @@ def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, t
     assert f"{40 - journaled} requests to generate ({journaled} already stored)" in resumed.stdout + resumed.stderr
     assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
     assert not journal.parent.exists()
+    # both sittings' generation time reaches the scores, one line each, outside the bundle
+    sittings = read_sittings(tmp_path / "results" / "scores" / "adhoc" / clean_bundle.name / "sittings.jsonl")
+    assert [s["requests"] for s in sittings] == [journaled, 40 - journaled]
+    assert all(s["seconds"] > 0 and s["prefill_tokens_total"] > 0 for s in sittings)
+
+
+def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, tiny_model_dir):
+    """Ctrl-C during generation ends the run after the request in flight: the queued
+    requests are not sent (a thread pool would otherwise send all of them and drop the
+    answers), what finished is journaled and timed, and the rerun sends only the rest."""
+    _, clean_bundle, _ = finished
+    cfg = compose_config(*overrides(tmp_path, tiny_model_dir, "arm=cmc"))
+    interrupted = Run(cfg)
+    generate, calls = interrupted.reader.generate, []
+
+    def generate_until_ctrl_c(request):
+        calls.append(request.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return generate(request)
+
+    interrupted.reader.generate = generate_until_ctrl_c
+    with pytest.raises(KeyboardInterrupt):
+        run_generate(cfg, interrupted)
+    assert len(calls) == 3, "requests queued behind the interrupt were sent"
+    work = tmp_path / "results" / "work" / "adhoc" / clean_bundle.name
+    assert len((work / "predictions.jsonl").read_text().splitlines()) == 2
+    assert [s["requests"] for s in read_sittings(work / "sittings.jsonl")] == [2]
+
+    resumed = subprocess.run([sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"),
+                              f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "38 requests to generate (2 already stored)" in resumed.stdout + resumed.stderr
+    assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
+
+
+def test_four_workers_over_http_give_the_local_readers_answers(finished, tmp_path, tiny_model_dir):
+    """The runner's windowed pool with the `openai` reader (4 requests in flight) against
+    this repo's server wrapping the same tiny model: every question is answered once, and
+    each answer is the one the local reader gave in process."""
+    _, clean_bundle, _ = finished
+    local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",
+                     max_new_tokens=32)
+    server = OpenAIServer(ReaderBackend(local, model_id="tiny-served")).start()
+    try:
+        cfg = compose_config("reader=openai", f"reader.base_url={server.url}", "reader.model=tiny-served",
+                             "reader.max_tokens=32", "reader.concurrency=4", *POPULATION,
+                             f"paths.results_dir={tmp_path / 'results'}", f"paths.cache_dir={tmp_path / 'cache'}",
+                             "arm=cmc")
+        run(cfg)
+    finally:
+        server.stop()
+    bundle = tmp_path / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-t40-cmc-openai"
+    served = {p["question_id"]: p for p in read_bundle_jsonl(bundle, "predictions.jsonl")}
+    in_process = {p["question_id"]: p["raw"] for p in read_bundle_jsonl(clean_bundle, "predictions.jsonl")}
+    assert len(served) == 40 and all(p["error"] is None for p in served.values())
+    assert {q: p["raw"] for q, p in served.items()} == in_process
+    distinct = {r["request_id"] for r in read_bundle_jsonl(bundle, "requests.jsonl")}
+    assert set(server.counts.values()) == {1} and len(server.counts) == len(distinct), "a request was sent twice"
 
 
 def gold_in_evidence(bundle: Path, cfg, hop: str) -> int:
