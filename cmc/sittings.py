@@ -41,6 +41,11 @@ def read_sittings(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (a container's share, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def total(sittings: list[dict[str, Any]]) -> dict[str, Any]:
     """The whole generation cost of a run: sittings, requests and seconds summed."""
     return {"sittings": len(sittings), "requests": sum(s["requests"] for s in sittings),
@@ -61,5 +66,5 @@ class Sitting:
         """Count finished requests and rewrite the file with this sitting's line up to date."""
         self.requests += requests
         line = {"started_utc": self.started_utc, "requests": self.requests,
-                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": os.cpu_count(), **counters}
+                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": usable_cpus(), **counters}
         atomic_write_text(self.path, jsonl_text([*self.earlier, line]))

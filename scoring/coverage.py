@@ -5,7 +5,7 @@ answer string?
 "Records A selected" are the source positions in A's evidence packet (what A rendered for
 the reader: selected facts plus any unresolved records, after the budget). "Lacks the
 answer string" is the released scorer's containment test applied to B's rebuilt evidence
-text (scoring.diagnostics.gold_in_text). The item subset is usually read from an
+text (scoring.diagnostics.gold_in_evidence). The item subset is usually read from an
 experiment item table, e.g. items A answers correctly and B does not (``a_right_b_wrong``);
 the paper reports 218 and 109 of the 233 multi-hop items where CMC beats fact BM25.
 """
@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from cmc.evidence import Evidence, rebuild_text
+from cmc.evidence import Evidence
 from cmc.records import History, Question
-from scoring.diagnostics import gold_in_text
+from scoring.diagnostics import gold_in_evidence
 
 Packet = Mapping[str, Any]
 
@@ -63,8 +63,8 @@ def pair_coverage(a_packets: Iterable[Packet | Evidence], b_packets: Iterable[Pa
                "missing_records": len(missing), "lacks_record": bool(missing)}
         if labels is not None:
             history = histories[question.history_id]
-            row["a_gold"] = gold_in_text(rebuild_text(history, pa), labels[qid])
-            row["b_gold"] = gold_in_text(rebuild_text(history, pb), labels[qid])
+            row["a_gold"] = gold_in_evidence(history, pa, labels[qid])
+            row["b_gold"] = gold_in_evidence(history, pb, labels[qid])
             row["lacks_gold"] = not row["b_gold"]
         rows.append(row)
     if wanted is not None and len(rows) != len(wanted):

@@ -17,6 +17,12 @@ def gold_in_text(text: str, golds: Iterable[str]) -> bool:
     return any((g := normalize_answer(gold)) and g in haystack for gold in golds)
 
 
+def gold_in_evidence(history: History, packet: dict, golds: Iterable[str]) -> bool:
+    """Whether the text a packet put in front of the reader (rebuilt from the history)
+    holds a gold string."""
+    return gold_in_text(rebuild_text(history, packet), golds)
+
+
 def evidence_rows(
     packets: Iterable[dict], questions: Mapping[str, Question], histories: Mapping[str, History],
     labels: Mapping[str, tuple[str, ...]],
@@ -24,11 +30,10 @@ def evidence_rows(
     rows = []
     for packet in packets:
         question = questions[packet["question_id"]]
-        text = rebuild_text(histories[question.history_id], packet)
         rows.append({
             "arm": packet["arm"], "question_id": question.qid, "hop": question.hop, "length": question.length,
             "chars": packet["chars"], "truncated": packet["truncated"],
-            "gold_present": gold_in_text(text, labels[question.qid]),
+            "gold_present": gold_in_evidence(histories[question.history_id], packet, labels[question.qid]),
         })
     return pd.DataFrame(rows)
 

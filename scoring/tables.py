@@ -8,10 +8,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
-from cmc.evidence import rebuild_text
 from cmc.records import History, Question
 from cmc.vault import LabelVault
-from scoring.diagnostics import gold_in_text
+from scoring.diagnostics import gold_in_evidence
 from scoring.intervals import wilson_interval
 from scoring.metrics import normalize_answer, score_output
 from scoring.paired import cluster_bootstrap, win_tie_loss
@@ -38,8 +37,8 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
         qid = pred["question_id"]
         question = questions[qid]
         scored = score_output(pred["raw"], labels[qid])
-        gold = {} if histories is None else {"gold_present": gold_in_text(
-            rebuild_text(histories[question.history_id], evidence[qid]), labels[qid])}
+        gold = {} if histories is None else {
+            "gold_present": gold_in_evidence(histories[question.history_id], evidence[qid], labels[qid])}
         rows.append({
             "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
             "question_id": qid, "hop": question.hop, "length": question.length,
@@ -156,6 +155,8 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFra
     """Per run and hop: how many evidence packets contain a gold string (items built with
     histories, so they carry `gold_present`) and how many answers are right with and without
     one. Separates answers the selection never offered from answers the reader missed in front of it."""
+    if "gold_present" not in items:
+        raise ValueError("items lack gold_present: build them with experiment_items(..., histories=dataset.histories)")
     part = items.copy()
     part["view_order"] = part["arm"].map({v: i for i, v in enumerate(views)}).fillna(len(views))
     part["hop_order"] = part["hop"].map({"sh": 0, "mh": 1}).fillna(2)

@@ -64,3 +64,8 @@ def test_selection_vs_reader_splits_answers_by_gold_presence(items):
     assert bm25_sh["reader_rate_with_gold"] == 50.0
     bm25_mh = out.loc[("fact_bm25", "mh")]  # no gold anywhere: no rate, not a zero
     assert bm25_mh["gold_in_evidence"] == 0 and math.isnan(bm25_mh["reader_rate_with_gold"])
+
+
+def test_selection_vs_reader_names_the_missing_gold_column(items):
+    with pytest.raises(ValueError, match="histories"):
+        selection_vs_reader(items, ["cmc"])
