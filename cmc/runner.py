@@ -200,7 +200,7 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
         sitting.finished(**prefill_counters(run.reader))
         progress.update(1)
 
-    queue = iter(pending.values())
+    queue = iter(generation_order(pending.values()))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         # At most `workers` requests are handed to the pool at a time: a pool given every
         # request up front would, on Ctrl-C or a failure, go on sending all of them (hours on
@@ -225,6 +225,15 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
         log.info("prefill tokens: %(prefill_tokens_total)d computed-or-reused, %(prefill_tokens_saved)d from the "
                  "prefix cache", run.prefill)
     return store.path
+
+
+def generation_order(requests: Iterable[Request]) -> list[Request]:
+    """Requests sorted by their input tokens (messages for readers without a tokenizer), so
+    those sharing a prefix, such as every question over one history's latest state, are
+    sent one after another and a prefix cache (ours, or a server's) computes it once. In
+    question order the single-hop and multi-hop questions of a history are far apart, and
+    each long history was prefilled twice. The bundle keeps question order either way."""
+    return sorted(requests, key=lambda r: r.input_ids if r.input_ids is not None else canonical_json(list(r.messages)))
 
 
 def prefill_counters(reader: Any) -> dict[str, int]:

@@ -23,7 +23,7 @@ from cmc.replay import replay
 from cmc.readers.hf import HFReader
 from cmc.readers.models import HubModel
 from cmc.readers.serve import OpenAIServer, ReaderBackend
-from cmc.runner import Run, run, run_generate, run_prepare
+from cmc.runner import Run, generation_order, run, run_generate, run_prepare
 from cmc.sittings import read_sittings
 from scoring.diagnostics import gold_in_text
 from tests.conftest import ROOT, compose_config
@@ -184,7 +184,8 @@ def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, ti
     with pytest.raises(KeyboardInterrupt):
         run_generate(cfg, interrupted)
     kept = 3 if where == "ctrl_c" else 2
-    assert len(calls) == 3, "requests queued behind the interrupt were sent"
+    assert calls == [r.id for r in generation_order({r.id: r for r in interrupted.requests}.values())][:3], \
+        "requests queued behind the interrupt were sent, or not in generation order"
     work = tmp_path / "results" / "work" / "adhoc" / clean_bundle.name
     assert len((work / "predictions.jsonl").read_text().splitlines()) == kept
     assert [s["requests"] for s in read_sittings(work / "sittings.jsonl")] == [kept]
@@ -193,6 +194,22 @@ def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, ti
                               f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert f"{40 - kept} requests to generate ({kept} already stored)" in resumed.stdout + resumed.stderr
     assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
+
+
+def test_generation_order_sends_a_historys_shared_evidence_together(tmp_path, tiny_model_dir):
+    """Latest state gives every question of a history the same evidence; in question order
+    the single-hop and multi-hop questions of one history are apart, in generation order
+    each history's requests are contiguous (so its long prefix is computed once)."""
+    run_ = Run(compose_config(*overrides(tmp_path, tiny_model_dir, "arm=latest_state")))
+    history = {r.id: q.history_id for q, r in zip(run_.questions, run_.requests)}
+    in_question_order = [q.history_id for q in run_.questions]
+    ordered = [history[r.id] for r in generation_order(run_.requests)]
+
+    def groups(ids: list[str]) -> int:
+        return sum(1 for i, h in enumerate(ids) if i == 0 or ids[i - 1] != h)
+
+    assert sorted(ordered) == sorted(in_question_order)
+    assert groups(in_question_order) == 8 and groups(ordered) == 4
 
 
 def test_four_workers_over_http_give_the_local_readers_answers(finished, tmp_path, tiny_model_dir):
