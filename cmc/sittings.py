@@ -60,11 +60,12 @@ class Sitting:
         self.earlier = read_sittings(self.path)
         self.started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.clock = time.perf_counter()
+        self.cpus = usable_cpus()  # fixed for the process; not re-read on every prediction
         self.requests = 0
 
     def finished(self, requests: int = 1, **counters: int) -> None:
         """Count finished requests and rewrite the file with this sitting's line up to date."""
         self.requests += requests
         line = {"started_utc": self.started_utc, "requests": self.requests,
-                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": usable_cpus(), **counters}
+                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": self.cpus, **counters}
         atomic_write_text(self.path, jsonl_text([*self.earlier, line]))

@@ -56,8 +56,7 @@ def main() -> None:
     dataset = adapter.load()
     questions = {q.qid: q for q in dataset.questions}
     exp = cfg.experiment
-    vault = LabelVault(adapter.load_labels)
-    items = experiment_items(bundles, vault, questions, exp.cluster, dataset.histories)
+    items = experiment_items(bundles, LabelVault(adapter.load_labels), questions, exp.cluster, dataset.histories)
 
     readers = ", ".join(sorted(items["reader"].unique()))
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
