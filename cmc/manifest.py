@@ -70,13 +70,14 @@ def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: 
 
 
 def build_manifest(
-    cfg: DictConfig, question_ids: Sequence[str], reader_pin: dict[str, Any], prompt_version: str, root: Path
+    cfg: DictConfig, question_ids: Sequence[str], dataset_pin: dict[str, Any], reader_pin: dict[str, Any],
+    prompt_version: str, root: Path,
 ) -> dict[str, Any]:
     return {
         "config": experiment_config(cfg),
         "git": git_state(root),
         "packages": package_versions(),
-        "dataset_pin": {k: cfg.dataset[k] for k in ("hub_repo", "hub_revision", "hub_filename", "sha256")},
+        "dataset_pin": dataset_pin,
         "reader_pin": reader_pin,
         "prompt_version": prompt_version,
         "preregistered": OmegaConf.to_container(cfg.experiment.preregistered, resolve=True),

@@ -156,7 +156,7 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
     requests = run.requests
     pin = requests[0].pin if requests else {}
-    manifest = build_manifest(cfg, [q.qid for q in run.questions], pin, run.prompt.version, ROOT)
+    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, pin, run.prompt.version, ROOT)
     path = run.work_dir / "manifest.json"
     if not path.is_file():
         atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

@@ -43,11 +43,16 @@ class RowDataset:
         self._rows: list[dict[str, Any]] | None = None
         self.path: Path | None = None
 
+    @property
+    def pin(self) -> dict[str, Any]:
+        """What identifies the data file in a manifest: its hub pin (if published) and sha256."""
+        if self._pin["sha256"] is None:
+            self._pin["sha256"] = _card_sha256(self._card, self._pin["local"])
+        return {k: self._pin[k] for k in ("hub_repo", "hub_revision", "hub_filename", "sha256")}
+
     def _read(self) -> list[dict[str, Any]]:
         if self._rows is None:
-            if self._pin["sha256"] is None:
-                self._pin["sha256"] = _card_sha256(self._card, self._pin["local"])
-            self.path = fetch_pinned(**self._pin)
+            self.path = fetch_pinned(local=self._pin["local"], **self.pin)
             table = pq.read_table(self.path)
             missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
             if missing:

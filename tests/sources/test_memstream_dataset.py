@@ -5,9 +5,10 @@ import json
 import pytest
 from hydra.utils import instantiate
 
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.frontends.grammar import GrammarFrontend
-from cmc.runner import build_memories, select_all
+from cmc.runner import build_memories, run, select_all
 from cmc.sources.memstream_builder import build, load_source, write_outputs
 from cmc.sources.rows import RowDataset
 from tests.conftest import ROOT, TEMPLATES, compose_config
@@ -62,3 +63,24 @@ def test_missing_build_says_how_to_make_it(tmp_path):
 def test_dataset_config_composes():
     cfg = compose_config("dataset=mquake_memstream")
     assert cfg.dataset.card.endswith("card.json") and cfg.dataset.sha256 is None
+
+
+@pytest.mark.slow
+def test_table3_runs_end_to_end_and_pins_the_build_by_its_card(built, tiny_model_dir, tmp_path):
+    """The Table 3 preset, with the tiny reader in place of Qwen3.5-4B, seals and scores a
+    MemStream bundle whose manifest records the sha256 the builder wrote into card.json."""
+    cfg = compose_config("experiment=table3", "arm=raw_history", "reader=local",
+                         f"reader.model.local_path={tiny_model_dir}", "reader.max_input_tokens=256",
+                         f"dataset.path={built / 'mquake_memstream.parquet'}", f"dataset.card={built / 'card.json'}",
+                         f"paths.results_dir={tmp_path / 'results'}", f"paths.cache_dir={tmp_path / 'cache'}")
+    scores = run(cfg)
+    bundle = tmp_path / "results" / "bundles" / "table3" / "mquake_memstream-grammar-all-raw_history-local"
+    verify_seal(bundle)
+    card = json.loads((built / "card.json").read_text())
+    assert read_manifest(bundle)["dataset_pin"]["sha256"] == card["files"]["mquake_memstream.parquet"]
+    requests = read_bundle_jsonl(bundle, "requests.jsonl")
+    assert len(requests) == len(_adapter(built).load().questions)
+    assert max(r["input_tokens"] for r in requests) <= 256
+    assert all(r["evidence_truncated_tokens"] > 0 for r in requests)  # the whole history overflows the cap
+    summary = json.loads((scores / "summary.json").read_text())
+    assert summary["n"] == len(requests) and set(summary["by_hop"]) == {"sh", "mh"}
