@@ -2,10 +2,12 @@
 `from_pretrained` can load, and reports the pin that enters request identity."""
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
 from cmc.errors import DataError
+from cmc.io import canonical_json, sha256_file, sha256_text
 
 
 class ModelSource(Protocol):
@@ -30,10 +32,7 @@ class HubModel:
 
     def resolve(self) -> Path:
         if self.local_path:
-            path = Path(self.local_path)
-            if not (path / "config.json").is_file():
-                raise DataError(f"{path}: no config.json; local_path must be a saved model folder")
-            return path
+            return saved_model_folder(self.local_path)
         try:
             from huggingface_hub import snapshot_download
 
@@ -43,6 +42,31 @@ class HubModel:
                 f"cannot fetch {self.repo}@{self.revision} ({type(exc).__name__}: {exc}); "
                 f"set reader.model.local_path to a downloaded copy"
             ) from exc
+
+
+class LocalModel:
+    """A saved model folder with no hub identity (a fine-tune, a converted checkpoint). Its
+    pin is the sha256 of every file in it, so two folders with different weights never share
+    request ids (and cached answers), while a moved or copied folder keeps its ids."""
+
+    def __init__(self, local_path: str) -> None:
+        self.local_path = local_path
+
+    @cached_property
+    def pin(self) -> dict[str, Any]:
+        folder = self.resolve()
+        files = {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+        return {"local_sha256": sha256_text(canonical_json(files))}
+
+    def resolve(self) -> Path:
+        return saved_model_folder(self.local_path)
+
+
+def saved_model_folder(path: str) -> Path:
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise DataError(f"{folder}: no config.json; local_path must be a saved model folder")
+    return folder
 
 
 class PackagedModel:

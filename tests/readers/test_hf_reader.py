@@ -2,19 +2,21 @@
 answers that parse, and prefix caching that changes nothing but the work done."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from safetensors.torch import load_file, save_file
 
 from cmc.errors import DataError
 from cmc.prompt import Prompt, load_prompt
 from cmc.readers.base import Request
 from cmc.readers.base import strip_think
 from cmc.readers.hf import HFReader, common_prefix_len
-from cmc.readers.models import HubModel
+from cmc.readers.models import HubModel, LocalModel
 from scoring.metrics import parse_answer
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
 
@@ -166,3 +168,29 @@ def test_reader_configs_instantiate_without_weights(config: str, repo: str, revi
     assert reader.name == config and reader.source.pin == {"repo": repo, "revision": revision}
     assert (reader.dtype, reader.attn_implementation, reader.max_new_tokens) == ("float16", "sdpa", 64)
     assert reader.enable_thinking is False and "model" not in vars(reader)  # nothing loaded
+
+
+def test_local_reader_is_pinned_by_its_weights_not_its_folder(tiny_model_dir: Path, tmp_path: Path,
+                                                               prompt: Prompt) -> None:
+    """`reader=local` names no hub revision: a copied folder keeps its request ids, a folder
+    whose weights differ (a fine-tune of the same model) gets new ones."""
+    cfg = OmegaConf.load(CONF / "local.yaml")
+    cfg.model.local_path, cfg.device = str(tiny_model_dir), "cpu"
+    reader = instantiate(cfg, _recursive_=True)
+    assert isinstance(reader.source, LocalModel)
+    copy, tuned = tmp_path / "copy", tmp_path / "tuned"
+    shutil.copytree(tiny_model_dir, copy)
+    shutil.copytree(tiny_model_dir, tuned)
+    weights = next(tuned.glob("*.safetensors"))
+    tensors = load_file(weights)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name] + 1e-3
+    save_file(tensors, weights, metadata={"format": "pt"})
+
+    def request_id(folder: Path) -> str:
+        cfg.model.local_path = str(folder)
+        return instantiate(cfg, _recursive_=True).prepare(prompt, EVIDENCE, QA[0][0]).id
+
+    original = reader.prepare(prompt, EVIDENCE, QA[0][0]).id
+    assert request_id(copy) == original
+    assert request_id(tuned) != original
