@@ -57,7 +57,7 @@ READER ?= qwen25_coder_15b
 POPULATION := $(if $(QUICK),quick,all)
 table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
 	$(PY) run.py -m experiment=table1 reader=$(READER) population=$(POPULATION)
-	$(PY) scripts/make_tables.py table1 --population $(POPULATION)
+	$(PY) scripts/make_tables.py table1 --population $(POPULATION) --reader $(READER)
 
-tables: $(READERS) ## rebuild tables and figures of an experiment: make tables EXP=table1 [POPULATION=quick]
-	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION)
+tables: $(READERS) ## rebuild an experiment's tables and figures: make tables EXP=table1 [QUICK=1] [READER=...]
+	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION) $(if $(filter command line,$(origin READER)),--reader $(READER))

@@ -1,9 +1,13 @@
 """`make tables`: score an experiment's sealed bundles and write its tables and figures.
 
-    python scripts/make_tables.py table1 [--bundles results/bundles] [--out results]
+    python scripts/make_tables.py table1 [--population quick] [--reader NAME] [--frontend NAME]
 
-Tables go to results/tables/<experiment>*.{md,csv,tex}, figures to results/figures/.
-Each table names its reader(s), population and the seals of the bundles behind it.
+One table holds the views (arms) of one dataset, frontend, population and reader: bundles
+of other readers are never pooled into it. Tables go to results/tables/<experiment>*.{md,csv,tex}
+(the stem names whatever differs from the experiment's defaults, e.g. table1_quick or
+table1_qwen35_4b), figures to results/figures/. Each table names its reader, frontend,
+population and the seals of the bundles behind it. With bundles of several readers or
+frontends, <experiment>_readers.* is the reader x frontend grid (paper Table 2).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
 from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
+from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
@@ -33,6 +37,14 @@ def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) ->
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
 
 
+def run_slice(bundle: Path) -> dict[str, str]:
+    """What a bundle shares with the other views of one table: everything in its run name but the arm."""
+    manifest = read_manifest(bundle)
+    config = manifest["config"]
+    return {"dataset": config["dataset"]["name"], "frontend": config["frontend"]["name"],
+            "population": manifest["population"]["name"], "reader": config["reader"]["name"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment")
@@ -40,28 +52,37 @@ def main() -> None:
     parser.add_argument("--out", default="results")
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--population", default="all", help="use only bundles of this population")
+    for key in ("reader", "frontend", "dataset"):
+        parser.add_argument(f"--{key}", help=f"use only bundles of this {key} (default: the experiment's)")
     args = parser.parse_args()
 
-    folder = Path(args.bundles) / args.experiment
-    bundles = sorted(p for p in folder.iterdir() if (p / "SEAL").is_file()
-                     and read_manifest(p)["population"]["name"] == args.population) if folder.is_dir() else []
-    if not bundles:
-        sys.exit(f"no sealed {args.population!r} bundles under {folder}")
-    stem = args.experiment if args.population == "all" else f"{args.experiment}_{args.population}"
-    manifest = read_manifest(bundles[0])
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={args.experiment}",
-                                           f"dataset={manifest['config']['dataset']['name']}"])
+        cfg = compose("config", overrides=[f"experiment={args.experiment}"]
+                      + ([f"dataset={args.dataset}"] if args.dataset else []))
+    defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": "all",
+                "reader": cfg.reader.name}
+    wanted = {key: getattr(args, key) or default for key, default in defaults.items()}
+    folder = Path(args.bundles) / args.experiment
+    sealed = sorted(p for p in folder.iterdir() if (p / "SEAL").is_file()) if folder.is_dir() else []
+    slices = {p: run_slice(p) for p in sealed}
+    bundles = [p for p in sealed if slices[p] == wanted]  # one reader, frontend, ...: never pooled
+    if not bundles:
+        found = sorted({canonical_json(s) for s in slices.values()})
+        sys.exit(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
+    # Table names carry what differs from the experiment's defaults, so runs never overwrite each other's.
+    stem = args.experiment + "".join(f"_{wanted[k]}" for k in ("population", "reader", "frontend", "dataset")
+                                     if wanted[k] != defaults[k])
     adapter = instantiate(cfg.dataset)
     dataset = adapter.load()
     questions = {q.qid: q for q in dataset.questions}
+    vault = LabelVault(adapter.load_labels)
     exp = cfg.experiment
-    items = experiment_items(bundles, LabelVault(adapter.load_labels), questions, exp.cluster, dataset.histories)
+    items = experiment_items(bundles, vault, questions, exp.cluster, dataset.histories)
 
     readers = ", ".join(sorted(items["reader"].unique()))
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
     population = read_manifest(bundles[0])["population"]
-    provenance = (f"Reader: {readers}. Population: {population['name']} (n={items['question_id'].nunique()} "
+    provenance = (f"Reader: {readers}. Frontend: {wanted['frontend']}. Population: {population['name']} (n={items['question_id'].nunique()} "
                   f"questions per view). Substring exact match (%), Wilson 95% intervals. Bundle seals: {seals}.")
     unsealed = [v for v in exp.views if v not in set(items["arm"])]
     if unsealed:  # an interim table must say so wherever it is read
@@ -93,9 +114,13 @@ def main() -> None:
         write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
                     f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
 
-    if items[["reader", "frontend"]].drop_duplicates().shape[0] > 1:  # Table 2: reader x frontend grid
-        write_table(reader_grid(items), tables / f"{stem}_readers", f"{args.experiment}: reader x frontend grid",
-                    provenance)
+    grid = [p for p in sealed if {k: slices[p][k] for k in ("dataset", "population")}
+            == {k: wanted[k] for k in ("dataset", "population")}]
+    if len({(slices[p]["reader"], slices[p]["frontend"]) for p in grid}) > 1:  # Table 2: reader x frontend grid
+        grid_items = experiment_items(grid, vault, questions, exp.cluster)
+        write_table(reader_grid(grid_items), tables / f"{args.experiment}_readers",
+                    f"{args.experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
+                    f"Population: {wanted['population']}. Substring exact match (%).")
     write_table(selection_vs_reader(items, views), tables / f"{stem}_selection",
                 f"{args.experiment}: gold string in the evidence, and answers right with and without it", provenance)
     by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}

@@ -247,20 +247,26 @@ def gold_in_evidence(bundle: Path, cfg, hop: str) -> int:
                for p in read_bundle_jsonl(bundle, "evidence.jsonl") if questions[p["question_id"]].hop == hop)
 
 
+def make_tables(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
+                           "--out", str(tmp / "out"), "--n-boot", "500", "--population", "t40", *extra],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+
+
 def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_model_dir, cfg):
     tmp = tmp_path_factory.mktemp("tables")
     for arm in ("cmc", "fact_bm25", "stale_closure"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "experiment=table1", f"arm={arm}")))
-    out = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
-                          "--out", str(tmp / "out"), "--n-boot", "500", "--population", "t40"], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = make_tables(tmp, "--reader", "local")
     assert "Reader: local" in out.stdout
     tables = tmp / "out" / "tables"
     partial = "PARTIAL: views not sealed yet: prior_read_refresh, latest_state, raw_suffix."
-    assert partial in out.stdout and partial in (tables / "table1_t40.md").read_text()
-    for stem in ("table1_t40", "table1_t40_by_length", "table1_t40_strict", "table1_t40_contrasts", "table1_t40_selection"):
+    assert partial in out.stdout and partial in (tables / "table1_t40_local.md").read_text()
+    for stem in ("table1_t40_local", "table1_t40_local_by_length", "table1_t40_local_strict",
+                 "table1_t40_local_contrasts", "table1_t40_local_selection"):
         for ext in ("md", "csv", "tex"):
             assert (tables / f"{stem}.{ext}").stat().st_size > 0
-    selection = list(csv.DictReader((tables / "table1_t40_selection.csv").open()))
+    selection = list(csv.DictReader((tables / "table1_t40_local_selection.csv").open()))
     assert {row["arm"] for row in selection} == {"cmc", "fact_bm25", "stale_closure"}
     assert sum(int(row["n"]) for row in selection) == 3 * 40
     for row in selection:
@@ -270,7 +276,20 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
         bundle = tmp / "results" / "bundles" / "table1" / f"factconsolidation-grammar-t40-{arm}-local"
         assert gold[(arm, hop)] == gold_in_evidence(bundle, cfg, hop)
     assert gold[("cmc", "sh")] > gold[("stale_closure", "sh")]  # stale values hide the current answer
-    contrasts = (tables / "table1_t40_contrasts.csv").read_text().splitlines()
+    contrasts = (tables / "table1_t40_local_contrasts.csv").read_text().splitlines()
     assert len(contrasts) == 1 + 2 * 2  # (cmc vs fact_bm25, cmc vs stale_closure) x (sh, mh)
-    for figure in ("table1_t40_by_length.png", "table1_t40_tokens.png"):
+    for figure in ("table1_t40_local_by_length.png", "table1_t40_local_tokens.png"):
         assert (tmp / "out" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
+    # A second reader's bundle in the same folder gets its own table and is never pooled into this one.
+    before = (tables / "table1_t40_local.csv").read_text()
+    run(compose_config(*overrides(tmp, tiny_model_dir, "experiment=table1", "arm=cmc", "reader.name=local2")))
+    make_tables(tmp, "--reader", "local")
+    assert (tables / "table1_t40_local.csv").read_text() == before
+    make_tables(tmp, "--reader", "local2")
+    other = list(csv.DictReader((tables / "table1_t40_local2.csv").open()))
+    assert [(row["view"], row["n"]) for row in other] == [("cmc", "40")]
+    grid = list(csv.DictReader((tables / "table1_readers.csv").open()))
+    assert sorted(row["reader"] for row in grid) == ["local", "local2"]
+    missing = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
+                              "--population", "t40"], cwd=ROOT, capture_output=True, text=True)
+    assert missing.returncode != 0 and '"reader":"qwen25_coder_15b"' in missing.stderr and "local2" in missing.stderr
