@@ -44,7 +44,9 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
             "question_id": qid, "hop": question.hop, "length": question.length,
             "cluster": CLUSTER_KEYS[cluster](question),
             "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
-            "input_tokens": requests[qid]["input_tokens"], "truncated": evidence[qid]["truncated"],
+            "input_tokens": requests[qid]["input_tokens"],
+            # Cut by the evidence budget (characters) or by the reader's input cap (tokens).
+            "truncated": evidence[qid]["truncated"] or requests[qid]["evidence_truncated_tokens"] > 0,
             "error": pred["error"], "seal": seal, **gold,
         })
     return pd.DataFrame(rows)
@@ -70,7 +72,8 @@ def accuracy(items: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 
 def view_table(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
-    """Table 1's shape: SH and MH accuracy, mean reader-input tokens, truncated contexts."""
+    """Table 1's shape: SH and MH accuracy, mean reader-input tokens, truncated contexts
+    (evidence cut by the character budget or by the reader's input-token cap)."""
     acc = accuracy(items, ["arm", "hop"]).set_index(["arm", "hop"])
     rows = []
     for arm in views:

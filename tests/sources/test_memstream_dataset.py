@@ -11,6 +11,8 @@ from cmc.frontends.grammar import GrammarFrontend
 from cmc.runner import build_memories, run, select_all
 from cmc.sources.memstream_builder import build, load_source, write_outputs
 from cmc.sources.rows import RowDataset
+from cmc.vault import LabelVault
+from scoring.tables import bundle_items, view_table
 from tests.conftest import ROOT, TEMPLATES, compose_config
 
 FIXTURE = ROOT / "tests" / "data" / "mquake_cf_fixture.json"
@@ -82,5 +84,10 @@ def test_table3_runs_end_to_end_and_pins_the_build_by_its_card(built, tiny_model
     assert len(requests) == len(_adapter(built).load().questions)
     assert max(r["input_tokens"] for r in requests) <= 256
     assert all(r["evidence_truncated_tokens"] > 0 for r in requests)  # the whole history overflows the cap
+    # No character budget cut anything, yet every context counts as truncated in the tables.
+    adapter = _adapter(built)
+    assert not any(p["truncated"] for p in read_bundle_jsonl(bundle, "evidence.jsonl"))
+    items = bundle_items(bundle, LabelVault(adapter.load_labels).open(bundle), {q.qid: q for q in adapter.load().questions})
+    assert view_table(items, ["raw_history"]).loc[0, "Trunc."] == len(requests)
     summary = json.loads((scores / "summary.json").read_text())
     assert summary["n"] == len(requests) and set(summary["by_hop"]) == {"sh", "mh"}
