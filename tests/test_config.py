@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
@@ -60,3 +61,22 @@ def test_evidence_stage_is_byte_identical_across_runs(tmp_path, arm):
     first = _evidence_run(tmp_path / "a", arm)
     second = _evidence_run(tmp_path / "b", arm)
     assert first == second and first.count(b"\n") == 800
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (ROOT / "conf" / "experiment").glob("*.yaml")
+                                              if p.stem != "adhoc"))
+def test_experiment_presets_sweep_exactly_their_views(experiment):
+    """`run.py -m experiment=X` runs every view its tables expect, and each contrast compares two of them."""
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+    views = list(cfg.experiment.views)
+    assert cfg.hydra.sweeper.params.arm.split(",") == views
+    assert all(compose_config(f"arm={view}").arm.name == view for view in views)
+    assert {arm for pair in cfg.experiment.preregistered.contrasts for arm in pair} <= set(views)
+
+
+def test_appendix_presets_carry_the_papers_reader_caps():
+    assert compose_config("experiment=table5").reader.max_new_tokens == 32  # B.1
+    assert compose_config("experiment=table5", "reader=qwen35_4b").reader.max_input_tokens == 262_144  # B.1
+    assert compose_config("experiment=table3").reader.max_input_tokens == 4096  # Table 3 (appendix F)
+    assert compose_config("experiment=table1").reader.max_new_tokens == 64

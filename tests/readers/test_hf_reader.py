@@ -157,16 +157,17 @@ def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, p
     assert cached.prefill_tokens_saved == sum(saved) < cached.prefill_tokens_total
 
 
-@pytest.mark.parametrize(("config", "repo", "revision"), [
-    ("qwen35_4b", "Qwen/Qwen3.5-4B", "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a"),
-    ("qwen35_9b", "Qwen/Qwen3.5-9B", "main"),
-    ("llama31_8b", "meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659"),
+@pytest.mark.parametrize(("config", "repo", "revision", "context"), [
+    ("qwen35_4b", "Qwen/Qwen3.5-4B", "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a", 262_144),
+    ("qwen35_9b", "Qwen/Qwen3.5-9B", "main", 262_144),
+    ("llama31_8b", "meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659", 131_072),
 ])
-def test_reader_configs_instantiate_without_weights(config: str, repo: str, revision: str) -> None:
+def test_reader_configs_instantiate_without_weights(config: str, repo: str, revision: str, context: int) -> None:
     reader = instantiate(OmegaConf.load(CONF / f"{config}.yaml"), _recursive_=True)
     assert isinstance(reader, HFReader) and isinstance(reader.source, HubModel)
     assert reader.name == config and reader.source.pin == {"repo": repo, "revision": revision}
     assert (reader.dtype, reader.attn_implementation, reader.max_new_tokens) == ("float16", "sdpa", 64)
+    assert reader.max_input_tokens == context  # longer raw histories are cut to the model's window, not overrun
     assert reader.enable_thinking is False and "model" not in vars(reader)  # nothing loaded
 
 
