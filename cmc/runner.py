@@ -62,12 +62,33 @@ def evidence_path(cfg: DictConfig) -> Path:
     return Path(cfg.paths.evidence_dir) / cfg.dataset.name / cfg.frontend.name / f"{cfg.arm.name}.jsonl"
 
 
+def evidence_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config that determines a run's evidence packets (read.* and the embedder resolve into the arm)."""
+    config = experiment_config(cfg)
+    return {key: config[key] for key in ("dataset", "frontend", "arm")}
+
+
+def write_evidence(cfg: DictConfig, packets: Iterable[dict[str, Any]]) -> Path:
+    """Write an arm's packets, then the config they came from beside them: packets on disk are
+    reused only by a run whose config matches (an arm name alone does not say which budget)."""
+    path = write_jsonl(evidence_path(cfg), packets)
+    atomic_write_text(path.with_suffix(".config.json"), canonical_json(evidence_config(cfg)) + "\n")
+    return path
+
+
+def evidence_is_current(cfg: DictConfig) -> bool:
+    path = evidence_path(cfg)
+    config = path.with_suffix(".config.json")
+    return path.is_file() and config.is_file() and json.loads(config.read_text()) == evidence_config(cfg)
+
+
 @dataclass
 class Run:
     """Lazily built pieces of one (dataset, frontend, arm, reader) run."""
 
     cfg: DictConfig
     prefill: dict[str, int] | None = None  # the reader's prefix-cache counters after generate
+    evidence_written: bool = False  # by this process, with this code
 
     @cached_property
     def adapter(self) -> Any:
@@ -110,10 +131,9 @@ class Run:
         return Path(self.cfg.paths.scores_dir) / self.cfg.experiment.name / self.name
 
     def packets(self) -> list[dict[str, Any]]:
-        path = evidence_path(self.cfg)
-        if not path.is_file():
+        if not evidence_is_current(self.cfg):
             run_evidence(self.cfg, self)
-        packets = {p["question_id"]: p for p in read_jsonl(path)}
+        packets = {p["question_id"]: p for p in read_jsonl(evidence_path(self.cfg))}
         return [packets[q.qid] for q in self.questions]
 
     @cached_property
@@ -145,8 +165,9 @@ def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
     arm = instantiate(cfg.arm)
     packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
-    path = write_jsonl(evidence_path(cfg), tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}",
-                                                disable=None, mininterval=2))
+    path = write_evidence(cfg, tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}",
+                                    disable=None, mininterval=2))
+    run.evidence_written = True
     log.info("wrote %d evidence packets to %s", len(run.dataset.questions), path)
     return path
 
@@ -284,7 +305,10 @@ def request_rows(run: Run) -> list[dict[str, Any]]:
 
 def check_reproduces(run: Run) -> None:
     """A sealed bundle stands only if this code and config still produce its config,
-    evidence and requests byte for byte; otherwise say so rather than keep a stale result."""
+    evidence and requests byte for byte; otherwise say so rather than keep a stale result.
+    The evidence is recomputed with this code, never read back from an earlier run's file."""
+    if not run.evidence_written:
+        run_evidence(run.cfg, run)
     sealed = sealed_digests(run.bundle_dir)
     fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
     changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]

@@ -14,8 +14,8 @@ sys.path.insert(0, str(ROOT))
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from cmc.io import atomic_write_text, read_jsonl, write_jsonl  # noqa: E402
-from cmc.runner import build_memories, evidence_path, select_all  # noqa: E402
+from cmc.io import atomic_write_text, read_jsonl  # noqa: E402
+from cmc.runner import build_memories, select_all, write_evidence  # noqa: E402
 from scoring.diagnostics import cell_table, evidence_rows  # noqa: E402
 
 DEFAULT_ARMS = ["cmc", "prior_read_refresh", "stale_closure", "stale_state", "fact_bm25", "fact_bm25_matched",
@@ -29,7 +29,7 @@ def main(arms: list[str]) -> None:
     adapter = instantiate(configs[0].dataset)
     dataset = adapter.load()
     memories = build_memories(dataset, instantiate(configs[0].frontend))
-    paths = [write_jsonl(evidence_path(cfg), (e.packet() for e in select_all(instantiate(cfg.arm), dataset, memories)))
+    paths = [write_evidence(cfg, (e.packet() for e in select_all(instantiate(cfg.arm), dataset, memories)))
              for cfg in configs]
 
     labels = adapter.load_labels()  # packets are on disk: labels may be opened now

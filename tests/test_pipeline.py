@@ -23,7 +23,7 @@ from cmc.replay import replay
 from cmc.readers.hf import HFReader
 from cmc.readers.models import HubModel
 from cmc.readers.serve import OpenAIServer, ReaderBackend
-from cmc.runner import Run, generation_order, run, run_generate, run_prepare
+from cmc.runner import Run, evidence_path, generation_order, run, run_generate, run_prepare
 from cmc.sittings import read_sittings
 from scoring.diagnostics import gold_in_text
 from tests.conftest import ROOT, compose_config
@@ -105,6 +105,29 @@ def test_rerun_with_a_changed_rule_refuses_the_stale_bundle(finished, tiny_model
     with pytest.raises(SealError, match=r"config \(arm.max_hops\), evidence.jsonl"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "arm.max_hops=1")))
     assert bundle_bytes(bundle) == before
+
+
+def test_a_seal_check_recomputes_evidence_instead_of_trusting_the_file(finished, tiny_model_dir):
+    """stage=seal over a sealed bundle: packets left on disk by other code or another config
+    neither fail a bundle this code reproduces nor stand in for the evidence."""
+    tmp, bundle, _ = finished
+    cfg = compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "stage=seal"))
+    path = evidence_path(cfg)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**row, "positions": []}) + "\n" for row in rows))  # stale packets
+    run(cfg)  # no SealError: the check recomputed the packets
+    on_disk = {p["question_id"]: p for p in map(json.loads, path.read_text().splitlines())}
+    assert [on_disk[p["question_id"]] for p in read_bundle_jsonl(bundle, "evidence.jsonl")] == \
+        read_bundle_jsonl(bundle, "evidence.jsonl")
+
+
+def test_packets_of_another_budget_are_recomputed_not_reused(finished, tiny_model_dir):
+    tmp, _, _ = finished
+    run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "stage=evidence")))
+    full = Run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc"))).packets()
+    small = Run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "read.budget_chars=300"))).packets()
+    assert max(p["chars"] for p in full) > 300 >= max(p["chars"] for p in small)
+    assert any(p["truncated"] for p in small) and not any(p["truncated"] for p in full)
 
 
 def _stored(cache: Path) -> int:
