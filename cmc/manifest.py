@@ -17,11 +17,14 @@ MACHINE_LOCAL = ("paths", "hydra", "stage")  # not part of what was measured
 
 
 def git_state(root: Path) -> dict[str, Any]:
+    """The commit, and whether tracked code or config differs from it. Changes under results/
+    do not count: a long run commits its own journal there while it generates."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
 
     commit = git("rev-parse", "HEAD") or None
-    return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None}
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results") if commit else ""
+    return {"commit": commit, "dirty": bool(changed) if commit else None}
 
 
 def package_versions() -> dict[str, str | None]:

@@ -34,7 +34,7 @@ from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_text, write_jsonl
 from cmc.journal import PredictionJournal
-from cmc.manifest import build_manifest, config_differences, experiment_config
+from cmc.manifest import build_manifest, config_differences, experiment_config, git_state
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Request
 from cmc.records import Question
@@ -212,7 +212,7 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     if pending and hasattr(run.reader, "preflight"):
         run.reader.preflight()  # a wrong URL or key fails here, not as 800 error predictions
     workers = max(1, int(getattr(run.reader, "concurrency", 1)))
-    sitting = Sitting(run.work_dir / "sittings.jsonl")
+    sitting = Sitting(run.work_dir / "sittings.jsonl", code=git_state(ROOT))
     progress = tqdm(total=len(pending), desc=f"generate {run.name}", disable=None, mininterval=2)
 
     def keep(prediction: Prediction) -> None:

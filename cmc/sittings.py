@@ -2,8 +2,8 @@
 
 A long CPU run (the full Table 1) is generated over several sittings, often on several
 machines, so no single process can time it. Each sitting's line says when it started, how
-many requests it finished, in how many seconds, on how many CPUs (plus the reader's
-prefix-cache counters). The line is rewritten atomically after every finished request, so a
+many requests it finished, in how many seconds, on how many CPUs, with which commit (plus
+the reader's prefix-cache counters). The line is rewritten atomically after every finished request, so a
 sitting that is killed still counts up to its last prediction. The file lives beside the
 prediction journal under results/work/ and moves to the run's scores folder at seal: timings
 vary from machine to machine and so stay out of the sealed, byte-deterministic bundle.
@@ -55,8 +55,9 @@ def total(sittings: list[dict[str, Any]]) -> dict[str, Any]:
 class Sitting:
     """This process's line of the sittings file; earlier sittings' lines are kept as read."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, code: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
+        self.code = code  # the git state this sitting generated with (the manifest keeps the first one's)
         self.earlier = read_sittings(self.path)
         self.started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.clock = time.perf_counter()
@@ -67,5 +68,6 @@ class Sitting:
         """Count finished requests and rewrite the file with this sitting's line up to date."""
         self.requests += requests
         line = {"started_utc": self.started_utc, "requests": self.requests,
-                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": self.cpus, **counters}
+                "seconds": round(time.perf_counter() - self.clock, 1), "cpus": self.cpus,
+                **({"git": self.code} if self.code else {}), **counters}
         atomic_write_text(self.path, jsonl_text([*self.earlier, line]))

@@ -1,7 +1,9 @@
 """The manifest's experiment config: portable across machines, compared key by key."""
 from __future__ import annotations
 
-from cmc.manifest import config_differences, experiment_config
+import subprocess
+
+from cmc.manifest import config_differences, experiment_config, git_state
 from tests.conftest import compose_config
 
 
@@ -29,3 +31,22 @@ def test_differences_name_the_keys_and_ignore_recorded_locations():
     legacy["read"]["budget_chars"] = 100
     legacy["extra"] = {"x": 1}
     assert config_differences(legacy, fresh) == ["arm.max_hops", "extra", "read.budget_chars"]
+
+
+def test_dirty_means_code_or_config_changed_not_results(tmp_path):
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "journal.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "start")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "results" / "journal.jsonl").write_text("{}\n{}\n")  # a run journaling as it goes
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    state = git_state(tmp_path)
+    assert state["dirty"] is True and len(state["commit"]) == 40

@@ -13,11 +13,12 @@ def test_each_process_adds_its_own_line_and_keeps_the_earlier_ones(tmp_path):
     first.finished()
     first.finished(2, prefill_tokens_total=10, prefill_tokens_saved=4)
     # a second sitting (a resumed run, perhaps on another machine) starts from the file
-    second = Sitting(path)
+    second = Sitting(path, code={"commit": "abc", "dirty": False})
     second.finished()
     rows = read_sittings(path)
     assert [r["requests"] for r in rows] == [3, 1]
     assert rows[0]["prefill_tokens_saved"] == 4 and "prefill_tokens_saved" not in rows[1]
+    assert "git" not in rows[0] and rows[1]["git"] == {"commit": "abc", "dirty": False}  # each sitting's own code
     assert all(r["seconds"] >= 0 and r["cpus"] >= 1 and r["started_utc"].endswith("+00:00") for r in rows)
     assert total(rows) == {"sittings": 2, "requests": 4, "seconds": round(rows[0]["seconds"] + rows[1]["seconds"], 1)}
 
