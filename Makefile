@@ -16,9 +16,9 @@ $(PY):
 	$(PY) -m pip install -q "torch==$(TORCH)"
 
 # One stamp per extra: the project is installed (editable) with that extra plus the test tools,
-# once, and again only when pyproject.toml changes.
-$(VENV)/.%-installed: $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[$*,test]"
+# at the versions in constraints.txt, once, and again only when either file changes.
+$(VENV)/.%-installed: $(PY) pyproject.toml constraints.txt
+	$(PY) -m pip install -q -c constraints.txt -e ".[$*,test]"
 	touch $@
 
 READERS := $(VENV)/.readers-installed
