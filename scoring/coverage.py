@@ -69,7 +69,9 @@ def pair_coverage(a_packets: Iterable[Packet | Evidence], b_packets: Iterable[Pa
         rows.append(row)
     if wanted is not None and len(rows) != len(wanted):
         raise KeyError(f"arm A has no evidence packet for {len(wanted) - len(rows)} subset question(s)")
-    return pd.DataFrame(rows)
+    columns = ["question_id", "hop", "length", "a_records", "b_records", "missing_records", "lacks_record",
+               *(["a_gold", "b_gold", "lacks_gold"] if labels is not None else [])]
+    return pd.DataFrame(rows, columns=columns)  # the columns even when no item qualifies
 
 
 def summarize(rows: pd.DataFrame) -> dict[str, int]:

@@ -25,6 +25,7 @@ from hydra.utils import instantiate  # noqa: E402
 from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
 from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
+from scoring.coverage import coverage_table  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
@@ -95,12 +96,21 @@ def main() -> None:
     by_length = accuracy(items, ["arm", "hop", "length"]).round(2)
     write_table(by_length, tables / f"{stem}_by_length", f"{args.experiment}: by history length", provenance)
     write_table(strict_table(items), tables / f"{stem}_strict", f"{args.experiment}: strict EM", provenance)
+    by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     pairs = [list(p) for p in exp.preregistered.contrasts if {p[0], p[1]} <= set(items["arm"])]
     if pairs:
         paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=args.n_boot)
         write_table(paired, tables / f"{stem}_contrasts",
                     f"{args.experiment}: preregistered paired contrasts (points, query-cluster bootstrap "
                     f"{args.n_boot:,} replicates, cluster = {exp.cluster})", provenance)
+        # Section 4.1: where A is right and B wrong, does B's evidence lack A's records, or the answer?
+        evidence = {arm: read_bundle_jsonl(by_arm[arm], "evidence.jsonl") for arm in {a for pair in pairs for a in pair}}
+        labels = {qid: gold for arm in evidence for qid, gold in vault.open(by_arm[arm]).items()}
+        coverage = pd.concat([coverage_table(evidence, pairs, questions, dataset.histories, labels, items, hop)
+                              for hop in ("sh", "mh")], ignore_index=True)
+        write_table(coverage, tables / f"{stem}_coverage",
+                    f"{args.experiment}: evidence coverage on items A answers and B misses (lacks_record: B's "
+                    f"evidence lacks a record A selected; lacks_gold: it lacks every gold string)", provenance)
 
     if {"cmc", "latest_state_full", "stale_closure", "raw_history"} <= set(items["arm"]):
         lengths = length_order(items["length"])[:-1]  # appendix B.1 non-overflow population: all but the longest
@@ -123,7 +133,6 @@ def main() -> None:
                     f"Population: {wanted['population']}. Substring exact match (%).")
     write_table(selection_vs_reader(items, views), tables / f"{stem}_selection",
                 f"{args.experiment}: gold string in the evidence, and answers right with and without it", provenance)
-    by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
     if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
         keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}
                 for arm in ("cmc", "prior_read_refresh")}

@@ -316,3 +316,16 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     missing = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
                               "--population", "t40"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode != 0 and '"reader":"qwen25_coder_15b"' in missing.stderr and "local2" in missing.stderr
+    # Section 4.1 coverage: its population is exactly the items CMC answers and the control misses.
+    coverage = list(csv.DictReader((tables / "table1_t40_local_coverage.csv").open()))
+    assert {(row["b"], row["hop"]) for row in coverage} == {(b, hop) for b in ("fact_bm25", "stale_closure")
+                                                            for hop in ("sh", "mh")}
+    scores = tmp / "results" / "scores" / "table1"
+    right = {arm: {i["question_id"]: (i["hop"], i["substring_em"]) for i in map(json.loads, (
+        scores / f"factconsolidation-grammar-t40-{arm}-local" / "items.jsonl").read_text().splitlines())}
+        for arm in ("cmc", "fact_bm25", "stale_closure")}
+    for row in coverage:
+        expected = sum(1 for q, (hop, em) in right["cmc"].items() if hop == row["hop"] and em and not right[row["b"]][q][1])
+        n, lacks_record, lacks_gold, a_gold = (int(row[k]) for k in ("n", "lacks_record", "lacks_gold", "a_has_gold"))
+        assert n == expected and lacks_record <= n and a_gold <= n
+        assert lacks_gold <= (n - a_gold) + lacks_record  # B lacks a gold that A shows only by lacking A's record
