@@ -91,3 +91,12 @@ def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
     return json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+
+
+def run_slice(path: str | Path) -> dict[str, str]:
+    """What a bundle shares with the other views of one table: everything in its run name but
+    the arm. Tables and analyses select one slice, so two readers are never pooled."""
+    manifest = read_manifest(path)
+    config = manifest["config"]
+    return {"dataset": config["dataset"]["name"], "frontend": config["frontend"]["name"],
+            "population": manifest["population"]["name"], "reader": config["reader"]["name"]}

@@ -62,24 +62,29 @@ def evidence_path(cfg: DictConfig) -> Path:
     return Path(cfg.paths.evidence_dir) / cfg.dataset.name / cfg.frontend.name / f"{cfg.arm.name}.jsonl"
 
 
-def evidence_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config that determines a run's evidence packets (read.* and the embedder resolve into the arm)."""
+def evidence_config(cfg: DictConfig, dataset_pin: dict[str, Any]) -> dict[str, Any]:
+    """What determines a run's evidence packets besides the code: the data file's pin (a
+    rebuilt MemStream keeps its path) and the dataset, frontend and arm config (read.* and
+    the embedder resolve into the arm)."""
     config = experiment_config(cfg)
-    return {key: config[key] for key in ("dataset", "frontend", "arm")}
+    return {"dataset_pin": dataset_pin, **{key: config[key] for key in ("dataset", "frontend", "arm")}}
 
 
-def write_evidence(cfg: DictConfig, packets: Iterable[dict[str, Any]]) -> Path:
-    """Write an arm's packets, then the config they came from beside them: packets on disk are
-    reused only by a run whose config matches (an arm name alone does not say which budget)."""
-    path = write_jsonl(evidence_path(cfg), packets)
-    atomic_write_text(path.with_suffix(".config.json"), canonical_json(evidence_config(cfg)) + "\n")
+def write_evidence(cfg: DictConfig, dataset_pin: dict[str, Any], packets: Iterable[dict[str, Any]]) -> Path:
+    """Write an arm's packets with what made them beside them (<arm>.config.json): packets on
+    disk are reused only by a run that matches (an arm name alone does not say which budget).
+    The old record goes first, so a crash mid-write leaves packets that nothing vouches for."""
+    path = evidence_path(cfg)
+    path.with_suffix(".config.json").unlink(missing_ok=True)
+    write_jsonl(path, packets)
+    atomic_write_text(path.with_suffix(".config.json"), canonical_json(evidence_config(cfg, dataset_pin)) + "\n")
     return path
 
 
-def evidence_is_current(cfg: DictConfig) -> bool:
+def evidence_is_current(cfg: DictConfig, dataset_pin: dict[str, Any]) -> bool:
     path = evidence_path(cfg)
     config = path.with_suffix(".config.json")
-    return path.is_file() and config.is_file() and json.loads(config.read_text()) == evidence_config(cfg)
+    return path.is_file() and config.is_file() and json.loads(config.read_text()) == evidence_config(cfg, dataset_pin)
 
 
 @dataclass
@@ -131,7 +136,7 @@ class Run:
         return Path(self.cfg.paths.scores_dir) / self.cfg.experiment.name / self.name
 
     def packets(self) -> list[dict[str, Any]]:
-        if not evidence_is_current(self.cfg):
+        if not evidence_is_current(self.cfg, self.adapter.pin):
             run_evidence(self.cfg, self)
         packets = {p["question_id"]: p for p in read_jsonl(evidence_path(self.cfg))}
         return [packets[q.qid] for q in self.questions]
@@ -165,8 +170,8 @@ def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
     arm = instantiate(cfg.arm)
     packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
-    path = write_evidence(cfg, tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}",
-                                    disable=None, mininterval=2))
+    progress = tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}", disable=None, mininterval=2)
+    path = write_evidence(cfg, run.adapter.pin, progress)
     run.evidence_written = True
     log.info("wrote %d evidence packets to %s", len(run.dataset.questions), path)
     return path

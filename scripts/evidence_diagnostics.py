@@ -29,7 +29,7 @@ def main(arms: list[str]) -> None:
     adapter = instantiate(configs[0].dataset)
     dataset = adapter.load()
     memories = build_memories(dataset, instantiate(configs[0].frontend))
-    paths = [write_evidence(cfg, (e.packet() for e in select_all(instantiate(cfg.arm), dataset, memories)))
+    paths = [write_evidence(cfg, adapter.pin, (e.packet() for e in select_all(instantiate(cfg.arm), dataset, memories)))
              for cfg in configs]
 
     labels = adapter.load_labels()  # packets are on disk: labels may be opened now

@@ -7,7 +7,7 @@ of other readers are never pooled into it. Tables go to results/tables/<experime
 (the stem names whatever differs from the experiment's defaults, e.g. table1_quick or
 table1_qwen35_4b), figures to results/figures/. Each table names its reader, frontend,
 population and the seals of the bundles behind it. With bundles of several readers or
-frontends, <experiment>_readers.* is the reader x frontend grid (paper Table 2).
+frontends, <experiment>[_<population>]_readers.* is the reader x frontend grid (paper Table 2).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.utils import instantiate  # noqa: E402
 
-from cmc.bundle import read_bundle_jsonl, read_manifest  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
 from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.coverage import coverage_table  # noqa: E402
@@ -36,14 +36,6 @@ def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) ->
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{frame.to_markdown(index=False, missingval='--')}\n")
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
-
-
-def run_slice(bundle: Path) -> dict[str, str]:
-    """What a bundle shares with the other views of one table: everything in its run name but the arm."""
-    manifest = read_manifest(bundle)
-    config = manifest["config"]
-    return {"dataset": config["dataset"]["name"], "frontend": config["frontend"]["name"],
-            "population": manifest["population"]["name"], "reader": config["reader"]["name"]}
 
 
 def main() -> None:
@@ -71,8 +63,10 @@ def main() -> None:
         found = sorted({canonical_json(s) for s in slices.values()})
         sys.exit(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
     # Table names carry what differs from the experiment's defaults, so runs never overwrite each other's.
-    stem = args.experiment + "".join(f"_{wanted[k]}" for k in ("population", "reader", "frontend", "dataset")
-                                     if wanted[k] != defaults[k])
+    def name(*keys: str) -> str:
+        return args.experiment + "".join(f"_{wanted[k]}" for k in keys if wanted[k] != defaults[k])
+
+    stem = name("population", "reader", "frontend", "dataset")
     adapter = instantiate(cfg.dataset)
     dataset = adapter.load()
     questions = {q.qid: q for q in dataset.questions}
@@ -128,7 +122,7 @@ def main() -> None:
             == {k: wanted[k] for k in ("dataset", "population")}]
     if len({(slices[p]["reader"], slices[p]["frontend"]) for p in grid}) > 1:  # Table 2: reader x frontend grid
         grid_items = experiment_items(grid, vault, questions, exp.cluster)
-        write_table(reader_grid(grid_items), tables / f"{args.experiment}_readers",
+        write_table(reader_grid(grid_items), tables / f"{name('population', 'dataset')}_readers",
                     f"{args.experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
                     f"Population: {wanted['population']}. Substring exact match (%).")
     write_table(selection_vs_reader(items, views), tables / f"{stem}_selection",

@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
-from cmc.runner import run
+from cmc.runner import evidence_is_current, run, write_evidence
 from tests.conftest import ROOT, compose_config
 
 ARM_DIR = ROOT / "conf" / "arm"
@@ -80,3 +80,20 @@ def test_appendix_presets_carry_the_papers_reader_caps():
     assert compose_config("experiment=table5", "reader=qwen35_4b").reader.max_input_tokens == 262_144  # B.1
     assert compose_config("experiment=table3").reader.max_input_tokens == 4096  # Table 3 (appendix F)
     assert compose_config("experiment=table1").reader.max_new_tokens == 64
+
+
+def test_packets_on_disk_are_current_only_for_the_config_and_data_file_that_made_them(tmp_path):
+    cfg = compose_config("arm=cmc", f"paths.results_dir={tmp_path}")
+    pin = {"sha256": "a" * 64}
+    write_evidence(cfg, pin, [{"question_id": "q"}])
+    assert evidence_is_current(cfg, pin)
+    assert not evidence_is_current(cfg, {"sha256": "b" * 64})  # the data file was rebuilt at the same path
+    assert not evidence_is_current(compose_config("arm=cmc", "read.budget_chars=10", f"paths.results_dir={tmp_path}"), pin)
+
+    def failing():
+        yield {"question_id": "q"}
+        raise RuntimeError("killed mid-write")
+
+    with pytest.raises(RuntimeError):
+        write_evidence(cfg, pin, failing())
+    assert not evidence_is_current(cfg, pin)  # nothing vouches for what a failed write left

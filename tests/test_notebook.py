@@ -35,10 +35,11 @@ def text_output(cell) -> str:
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory, tiny_model_dir) -> Path:
     tmp = tmp_path_factory.mktemp("notebook")
-    for arm in ("cmc", "fact_bm25"):
-        run(compose_config("reader=local", f"reader.model.local_path={tiny_model_dir}", "population=quick",
-                           "experiment=table1", f"arm={arm}", f"paths.results_dir={tmp / 'results'}",
-                           f"paths.cache_dir={tmp / 'cache'}"))
+    # a second reader's CMC bundle sits in the same folder: the analysis must not pool it
+    for arm, name in (("cmc", "local"), ("fact_bm25", "local"), ("cmc", "local2")):
+        run(compose_config("reader=local", f"reader.model.local_path={tiny_model_dir}", f"reader.name={name}",
+                           "population=quick", "experiment=table1", f"arm={arm}",
+                           f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}"))
     return tmp / "results" / "bundles"
 
 
@@ -53,10 +54,11 @@ def test_notebook_is_valid_nbformat_v4():
 def test_notebook_executes_and_drills_into_one_question(bundles, dataset):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     tagged(nb, "parameters").source = (f"BUNDLES_DIR = {str(bundles)!r}\nEXPERIMENT = 'table1'\n"
-                                       f"POPULATION = 'quick'\nQUESTION_ID = {QUESTION!r}")
+                                       f"POPULATION = 'quick'\nREADER = 'local'\nQUESTION_ID = {QUESTION!r}")
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT)}}).execute()
 
+    assert "16 scored items: 8 questions x 2 views" in text_output(tagged(nb, "items"))  # local2 left out
     selection = text_output(tagged(nb, "selection"))
     assert "gold_in_evidence" in selection and "correct_without_gold" in selection and "fact_bm25" in selection
     question = next(q for q in dataset.questions if q.qid == QUESTION)

@@ -245,7 +245,7 @@ def test_four_workers_over_http_give_the_local_readers_answers(finished, tmp_pat
     server = OpenAIServer(ReaderBackend(local, model_id="tiny-served")).start()
     try:
         cfg = compose_config("reader=openai", f"reader.base_url={server.url}", "reader.model=tiny-served",
-                             "reader.max_tokens=32", "reader.concurrency=4", *POPULATION,
+                             "reader.max_new_tokens=32", "reader.concurrency=4", *POPULATION,
                              f"paths.results_dir={tmp_path / 'results'}", f"paths.cache_dir={tmp_path / 'cache'}",
                              "arm=cmc")
         run(cfg)
@@ -311,7 +311,7 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     make_tables(tmp, "--reader", "local2")
     other = list(csv.DictReader((tables / "table1_t40_local2.csv").open()))
     assert [(row["view"], row["n"]) for row in other] == [("cmc", "40")]
-    grid = list(csv.DictReader((tables / "table1_readers.csv").open()))
+    grid = list(csv.DictReader((tables / "table1_t40_readers.csv").open()))
     assert sorted(row["reader"] for row in grid) == ["local", "local2"]
     missing = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
                               "--population", "t40"], cwd=ROOT, capture_output=True, text=True)

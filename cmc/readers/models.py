@@ -46,8 +46,10 @@ class HubModel:
 
 class LocalModel:
     """A saved model folder with no hub identity (a fine-tune, a converted checkpoint). Its
-    pin is the sha256 of every file in it, so two folders with different weights never share
-    request ids (and cached answers), while a moved or copied folder keeps its ids."""
+    pin is the sha256 of the files in it, so two folders with different weights never share
+    request ids (and cached answers), while a moved or copied folder keeps its ids. Hidden
+    files and folders (.git, .cache/huggingface download metadata) change without the model
+    changing, so they are left out."""
 
     def __init__(self, local_path: str) -> None:
         self.local_path = local_path
@@ -55,7 +57,8 @@ class LocalModel:
     @cached_property
     def pin(self) -> dict[str, Any]:
         folder = self.resolve()
-        files = {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+        files = {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
+                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
         return {"local_sha256": sha256_text(canonical_json(files))}
 
     def resolve(self) -> Path:

@@ -91,7 +91,7 @@ class OpenAIReader:
         base_url: str,
         model: str,
         api_key_env: str | None = "OPENAI_API_KEY",
-        max_tokens: int = 64,
+        max_new_tokens: int = 64,
         temperature: float = 0.0,
         extra_body: Mapping[str, Any] | None = None,
         timeout_s: float = 120.0,
@@ -99,14 +99,21 @@ class OpenAIReader:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         concurrency: int = 4,
+        max_input_tokens: int | None = None,
     ) -> None:
-        if max_retries < 0 or concurrency < 1 or max_tokens < 1:
-            raise ValueError("max_retries >= 0, concurrency >= 1 and max_tokens >= 1 are required")
+        """`max_new_tokens` is sent as the API's `max_tokens` (the transformers readers' name,
+        so an experiment preset sets one knob for every backend). `max_input_tokens` exists
+        only to refuse it: cutting evidence to a token cap needs the model's tokenizer."""
+        if max_input_tokens is not None:
+            raise ValueError(f"{name}: an OpenAI-compatible reader cannot cap input at {max_input_tokens} tokens "
+                             f"(no tokenizer here); run this preset with a transformers reader")
+        if max_retries < 0 or concurrency < 1 or max_new_tokens < 1:
+            raise ValueError("max_retries >= 0, concurrency >= 1 and max_new_tokens >= 1 are required")
         self.name = name
         self.base_url = str(base_url).rstrip("/")
         self.model = str(model)
         self.api_key_env = api_key_env
-        self.max_tokens = int(max_tokens)
+        self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
         self.extra_body: dict[str, Any] = _plain(extra_body) if extra_body else {}
         self.timeout_s = float(timeout_s)
@@ -127,7 +134,7 @@ class OpenAIReader:
 
     @property
     def generation(self) -> dict[str, Any]:
-        return {"max_tokens": self.max_tokens, "temperature": self.temperature}
+        return {"max_tokens": self.max_new_tokens, "temperature": self.temperature}
 
     def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
         return Request(self.name, self.pin, prompt.version,
@@ -141,7 +148,7 @@ class OpenAIReader:
             **_plain(request.pin.get("extra_body") or {}),
             "model": request.pin.get("model", self.model),
             "messages": [dict(m) for m in request.messages],
-            "max_tokens": gen.get("max_tokens", self.max_tokens),
+            "max_tokens": gen.get("max_tokens", self.max_new_tokens),
             "temperature": gen.get("temperature", self.temperature),
             "stream": False,
         }

@@ -181,6 +181,9 @@ def test_local_reader_is_pinned_by_its_weights_not_its_folder(tiny_model_dir: Pa
     assert isinstance(reader.source, LocalModel)
     copy, tuned = tmp_path / "copy", tmp_path / "tuned"
     shutil.copytree(tiny_model_dir, copy)
+    metadata = copy / ".cache" / "huggingface" / "download" / "model.safetensors.metadata"
+    metadata.parent.mkdir(parents=True)
+    metadata.write_text("1733241600.0\n")  # written by a download tool, not part of the model
     shutil.copytree(tiny_model_dir, tuned)
     weights = next(tuned.glob("*.safetensors"))
     tensors = load_file(weights)

@@ -58,7 +58,7 @@ def prompt():
 
 
 def make_reader(url: str, **kw) -> OpenAIReader:
-    args = dict(name="tiny_openai", base_url=url, model="tiny-alias", max_tokens=MAX_TOKENS,
+    args = dict(name="tiny_openai", base_url=url, model="tiny-alias", max_new_tokens=MAX_TOKENS,
                 timeout_s=30.0, max_retries=MAX_RETRIES, backoff_s=0.01, max_backoff_s=0.05,
                 concurrency=4)
     args.update(kw)
@@ -255,7 +255,7 @@ def test_reader_configs_instantiate(monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9999/v1")
     hy4 = instantiate(OmegaConf.load(CONF / "hy4_preview.yaml"))
     assert isinstance(hy4, OpenAIReader) and hy4.name == "hy4_preview"
-    assert (hy4.model, hy4.api_key_env, hy4.temperature, hy4.max_tokens) == ("hy4-preview", "HY4_API_KEY", 0.0, 64)
+    assert (hy4.model, hy4.api_key_env, hy4.temperature, hy4.max_new_tokens) == ("hy4-preview", "HY4_API_KEY", 0.0, 64)
     assert hy4.base_url == "https://api.example.invalid/v1"
     assert hy4.pin["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
     assert type(hy4.pin["extra_body"]) is dict  # plain JSON, not a DictConfig
@@ -269,3 +269,18 @@ def test_cli_backend_from_a_model_folder(tiny_model_dir):
     assert backend.reader.source.pin == {"repo": Path(tiny_model_dir).resolve().name, "revision": "local"}
     with pytest.raises(ValueError, match="exactly one"):
         load_backend()
+
+
+def test_presets_set_one_answer_cap_for_every_backend_and_refuse_an_input_cap(monkeypatch):
+    """table5's 32-token answers reach the API as max_tokens; table3's 4,096-token input cap
+    cannot be honoured without a tokenizer, so the reader says so instead of ignoring it."""
+    from hydra.utils import instantiate
+
+    from tests.conftest import compose_config
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9999/v1")
+    reader = instantiate(compose_config("experiment=table5", "reader=openai").reader)
+    assert reader.generation["max_tokens"] == 32
+    with pytest.raises(Exception, match="cannot cap input at 4096 tokens") as info:
+        instantiate(compose_config("experiment=table3", "reader=openai").reader)
+    assert "transformers reader" in str(info.value)
