@@ -99,7 +99,7 @@ def main() -> None:
                     f"{args.n_boot:,} replicates, cluster = {exp.cluster})", provenance)
         # Section 4.1: where A is right and B wrong, does B's evidence lack A's records, or the answer?
         evidence = {arm: read_bundle_jsonl(by_arm[arm], "evidence.jsonl") for arm in {a for pair in pairs for a in pair}}
-        labels = {qid: gold for arm in evidence for qid, gold in vault.open(by_arm[arm]).items()}
+        labels = vault.open(by_arm[pairs[0][0]])  # the views of one slice ask the same questions
         coverage = pd.concat([coverage_table(evidence, pairs, questions, dataset.histories, labels, items, hop)
                               for hop in ("sh", "mh")], ignore_index=True)
         write_table(coverage, tables / f"{stem}_coverage",
@@ -118,8 +118,7 @@ def main() -> None:
         write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
                     f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
 
-    grid = [p for p in sealed if {k: slices[p][k] for k in ("dataset", "population")}
-            == {k: wanted[k] for k in ("dataset", "population")}]
+    grid = [p for p in sealed if all(slices[p][k] == wanted[k] for k in ("dataset", "population"))]
     if len({(slices[p]["reader"], slices[p]["frontend"]) for p in grid}) > 1:  # Table 2: reader x frontend grid
         grid_items = experiment_items(grid, vault, questions, exp.cluster)
         write_table(reader_grid(grid_items), tables / f"{name('population', 'dataset')}_readers",
