@@ -6,7 +6,7 @@ held to the same contract before the compiler trusts it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from cmc.errors import DataError
 from cmc.records import History
@@ -48,6 +48,23 @@ class Extraction:
 
     def positions(self, status: str) -> list[int]:
         return [r.pos for r in self.records if r.status == status]
+
+    def to_json(self) -> dict[str, Any]:
+        """A frozen extraction on disk: the expensive frontends (LLM) are run once and kept."""
+        return {
+            "frontend_id": self.frontend_id, "history_id": self.history_id, "relations": list(self.relations),
+            "records": [{"pos": r.pos, "status": r.status,
+                         "triples": [[t.subject, t.relation, t.object, *t.subject_span, *t.object_span]
+                                     for t in r.triples]} for r in self.records],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Extraction":
+        records = tuple(
+            RecordExtraction(r["pos"], r["status"], tuple(
+                Triple(s, rel, o, r["pos"], (s0, s1), (o0, o1)) for s, rel, o, s0, s1, o0, o1 in r["triples"]))
+            for r in data["records"])
+        return cls(data["frontend_id"], data["history_id"], records, tuple(data["relations"]))
 
 
 def validate(extraction: Extraction, history: History) -> None:

@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def build_memories(dataset: Dataset, frontend: Frontend) -> dict[str, Memory]:
     """Compile each history once; every arm and question shares the result."""
+    frontend.prepare(list(dataset.histories.values()))
     return {hid: compile_memory(h, frontend.extract(h)) for hid, h in dataset.histories.items()}
 
 

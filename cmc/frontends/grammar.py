@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, Triple, validate
@@ -102,6 +103,9 @@ class GrammarFrontend:
                 triple = Triple(match.group(1), relation, match.group(2), pos, match.span(1), match.span(2))
                 return RecordExtraction(pos, "facts", (triple,))
         return RecordExtraction(pos, "unresolved")
+
+    def prepare(self, histories: Sequence[History]) -> None:
+        """Patterns parse each line on its own: nothing to see in advance."""
 
     def extract(self, history: History) -> Extraction:
         extraction = Extraction(

@@ -1,0 +1,309 @@
+"""Direct LLM extraction (paper section 3, appendix D.1): a frozen reader reads the history in
+batches of numbered records, gives each record one status and names its relations itself.
+Literal-span validation, a per-record repair and one source-only alignment call turn its
+replies into a validated Extraction. It never sees a question or an answer.
+
+Extraction reads each unique statement of the dataset once (the paper's 18,336 for
+FactConsolidation), with one relation catalogue and one alignment; every occurrence in every
+history is then served from it. Every call is an ordinary reader Request, so any backend
+(local transformers, an OpenAI-compatible server) serves it and the prediction store makes
+it content-addressed: a rerun sends nothing. The finished extraction is frozen to a JSON file
+named by the frontend fingerprint and the statements' content; that file is what every arm,
+and a run on another machine, reuses, because extraction is the expensive stage and must not
+drift between arms.
+A record the reader never gets right stays `unresolved`: the question's reader then sees its
+original text (the paper's residual set), rather than a fact nobody checked.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from tqdm import tqdm
+
+from cmc.cache import PredictionStore
+from cmc.errors import DataError
+from cmc.extraction import STATUSES, Extraction, RecordExtraction, Triple, validate
+from cmc.io import atomic_write_text, canonical_json, sha256_text
+from cmc.prompt import load_prompt
+from cmc.readers.base import Prediction, Reader, Request
+from cmc.records import History, Record
+
+log = logging.getLogger(__name__)
+
+# Bump when parse_reply or parse_alignment accept different replies: frozen extractions
+# made under other rules then stop matching the fingerprint instead of being reused.
+PARSER_VERSION = 1
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)  # the outermost braces; code fences and chatter around them drop
+
+
+def relation_slug(name: str) -> str:
+    """One spelling per relation name: 'Born In' and 'born-in' are both 'born_in'."""
+    return "_".join(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def literal_span(text: str, value: str, avoid: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """Where `value` occurs in the record: exactly if it does, else ignoring case (the triple
+    then keeps the record's own characters). An occurrence other than `avoid`, the
+    subject's span, comes first, so an object equal to its subject needs a second mention."""
+    value = value.strip()
+    if not value:
+        return None
+    spans = [m.span() for flags in (0, re.IGNORECASE) for m in re.finditer(re.escape(value), text, flags)]
+    return next((s for s in spans if s != avoid), None)
+
+
+def _json_object(raw: str) -> Any:
+    match = _JSON_OBJECT.search(raw)
+    if match is None:
+        raise ValueError("no JSON object in the reply")
+    return json.loads(match.group(0))
+
+
+def _read_entry(pos: int, text: str, entry: dict[str, Any]) -> RecordExtraction | str:
+    """One record's entry as a RecordExtraction, or what is wrong with it."""
+    status, triples = entry.get("status"), entry.get("triples") or []
+    if status not in STATUSES:
+        return f"status {status!r} is not one of {', '.join(STATUSES)}"
+    if status != "facts":
+        return RecordExtraction(pos, status) if not triples else f"status {status!r} came with triples"
+    if not isinstance(triples, list) or not triples:
+        return "status 'facts' needs a list of triples"
+    out: list[Triple] = []
+    for item in triples:
+        if not (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)):
+            return f"triple {item!r} is not [subject, relation, object] of strings"
+        subject, relation, obj = item
+        if not relation_slug(relation):
+            return f"relation {relation!r} has no letters or digits"
+        subject_span = literal_span(text, subject)
+        if subject_span is None:
+            return f"subject {subject!r} is not copied from the record text"
+        object_span = literal_span(text, obj, avoid=subject_span)
+        if object_span is None:
+            return f"object {obj!r} is not copied from the record text"
+        out.append(Triple(text[slice(*subject_span)], relation_slug(relation), text[slice(*object_span)], pos,
+                          subject_span, object_span))
+    return RecordExtraction(pos, "facts", tuple(dict.fromkeys(out)))
+
+
+def parse_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+    """The batch's records the reply gets right, and for every other record what was wrong
+    (a repair call quotes it back). Entries for records outside the batch are ignored."""
+    texts = {r.pos: r.text for r in batch}
+    try:
+        entries = _json_object(raw)["records"]
+        if not isinstance(entries, list):
+            raise ValueError("'records' is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        return {}, dict.fromkeys(texts, f"the reply is not a JSON object with a 'records' list ({exc})")
+    accepted: dict[int, RecordExtraction] = {}
+    problems: dict[int, str] = {}
+    seen: set[int] = set()
+    for entry in entries:
+        pos = entry.get("id") if isinstance(entry, dict) else None
+        if type(pos) is not int or pos not in texts:
+            continue
+        if pos in seen:
+            accepted.pop(pos, None)
+            problems[pos] = "the record was answered twice"
+            continue
+        seen.add(pos)
+        result = _read_entry(pos, texts[pos], entry)
+        if isinstance(result, str):
+            problems[pos] = result
+        else:
+            accepted[pos] = result
+    problems.update({pos: "the record was not answered" for pos in texts if pos not in seen})
+    return accepted, problems
+
+
+def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
+    """Each aligned name's final name. A proposal stands only if both names are in the
+    catalogue and it maps a name to an earlier one (the paper maps to existing catalogue
+    names); chains resolve to their earliest name. A reply that is not the asked JSON aligns
+    nothing: the names stay apart, which costs recall, never a wrong merge."""
+    order = {name: i for i, name in enumerate(names)}
+    try:
+        proposals = _json_object(raw)["same"]
+        if not isinstance(proposals, dict):
+            raise ValueError("'same' is not an object")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("relation alignment reply is not the asked JSON (%s); no names are merged", exc)
+        return {}
+    step = {relation_slug(k): relation_slug(v) for k, v in proposals.items() if isinstance(v, str)}
+    step = {k: v for k, v in step.items() if k in order and v in order and order[v] < order[k]}
+    if dropped := len(proposals) - len(step):
+        log.info("relation alignment: %d proposals kept, %d dropped (unknown names or not to an earlier name)",
+                 len(step), dropped)
+    final = {}
+    for name in step:
+        root = name
+        while root in step:  # every step goes to an earlier name, so this ends
+            root = step[root]
+        final[name] = root
+    return final
+
+
+def corpus_of(histories: Iterable[History]) -> History:
+    """The unique statements of these histories in order of first occurrence, numbered from
+    1, as one pseudo-history: what extraction reads (the paper extracts each of the 18,336
+    unique FactConsolidation statements once, then serves every occurrence from that cache)."""
+    statements = dict.fromkeys(r.text for h in histories for r in h)
+    digest = sha256_text(canonical_json(list(statements)))
+    return History(f"corpus-{digest[:16]}", "", tuple(Record(i, text) for i, text in enumerate(statements, 1)))
+
+
+class LLMFrontend:
+    """Extraction by a frozen reader (`extractor`), validated against the source records.
+
+    `empty_fallback` is what a read with an empty selection falls back to under this
+    frontend: the original history (Algorithm 1); `read.empty_fallback` takes it from here.
+    """
+
+    def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
+                 batch_records: int = 20, repair_rounds: int = 1, empty_fallback: str = "history") -> None:
+        if batch_records < 1 or repair_rounds < 0:
+            raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
+        self.extractor, self.name = extractor, name
+        self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
+        self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
+        self.extract_prompt, self.align_prompt = load_prompt("extract_direct"), load_prompt("align_relations")
+        self._preflighted = False
+        self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
+        self._relations: tuple[str, ...] = ()
+
+    @cached_property
+    def frontend_id(self) -> str:
+        """Name plus a fingerprint of what decides the extraction: both prompts, the
+        extractor's identity and generation parameters, batching, repair and parse rules."""
+        probe = self.extractor.prepare(self.extract_prompt, "", "")
+        fingerprint = sha256_text(canonical_json({
+            "prompts": [self.extract_prompt.version, self.align_prompt.version], "reader": probe.reader,
+            "pin": probe.pin, "generation": probe.generation, "batch_records": self.batch_records,
+            "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION,
+        }))[:12]
+        return f"{self.name}@{fingerprint}"
+
+    def frozen_path(self, corpus: History) -> Path:
+        return self.extractions_dir / self.frontend_id.replace("@", "-") / f"{corpus.history_id}.json"
+
+    def prepare(self, histories: Sequence[History]) -> None:
+        """Extract every unique statement of these histories once, or load the frozen
+        extraction of exactly this set: one catalogue and one alignment for the corpus, so a
+        statement means the same in every history that repeats it."""
+        corpus = corpus_of(histories)
+        extraction = self._frozen(corpus) or self._extract_and_freeze(corpus)
+        self._statements = {r.text: e for r, e in zip(corpus, extraction.records)}
+        self._relations = extraction.relations
+
+    def extract(self, history: History) -> Extraction:
+        """Each record served from its statement's extraction, with the record's position;
+        a history outside the prepared corpus is prepared on its own."""
+        if any(r.text not in self._statements for r in history):
+            self.prepare([history])
+        records = tuple(dataclasses.replace(self._statements[r.text], pos=r.pos, triples=tuple(
+            dataclasses.replace(t, pos=r.pos) for t in self._statements[r.text].triples)) for r in history)
+        extraction = Extraction(self.frontend_id, history.history_id, records, self._relations)
+        validate(extraction, history)
+        return extraction
+
+    def _frozen(self, corpus: History) -> Extraction | None:
+        path = self.frozen_path(corpus)
+        if not path.is_file():
+            return None
+        try:
+            extraction = Extraction.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{path}: unreadable frozen extraction ({exc}); delete it to extract again") from exc
+        if (extraction.frontend_id, extraction.history_id) != (self.frontend_id, corpus.history_id):
+            raise DataError(f"{path}: holds {extraction.frontend_id} of {extraction.history_id}, "
+                            f"not {self.frontend_id} of {corpus.history_id}")
+        validate(extraction, corpus)
+        return extraction
+
+    def _extract_and_freeze(self, corpus: History) -> Extraction:
+        """Extract through the prediction store (a rerun after a failure resends only what
+        is missing), validate, and freeze with the statements and the alignment beside it."""
+        store = PredictionStore(self.cache_dir / "predictions.sqlite")
+        try:
+            extraction, alignment = self._extract(corpus, store)
+        finally:
+            store.close()
+        validate(extraction, corpus)
+        frozen = {**extraction.to_json(), "alignment": alignment, "statements": [r.text for r in corpus]}
+        atomic_write_text(self.frozen_path(corpus), canonical_json(frozen) + "\n")
+        return extraction
+
+    def _extract(self, history: History, store: PredictionStore) -> tuple[Extraction, dict[str, str]]:
+        catalogue: dict[str, str] = {}  # relation -> the first record that used it (alignment's example)
+        records: list[RecordExtraction] = []
+        given_up = 0
+        starts = range(0, len(history), self.batch_records)
+        for start in tqdm(starts, desc=f"extract {history.history_id}", disable=None, mininterval=2):
+            batch = history.records[start:start + self.batch_records]
+            accepted, problems = self._ask(store, history, batch, catalogue, {})
+            for _ in range(self.repair_rounds):
+                # One record per repair call, told what was wrong: short enough that a reply
+                # cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
+                retried: dict[int, str] = {}
+                for pos, problem in sorted(problems.items()):
+                    fixed, still = self._ask(store, history, [history.record(pos)], catalogue, {pos: problem})
+                    accepted.update(fixed)
+                    retried.update(still)
+                problems = retried
+            given_up += len(problems)
+            for record in batch:
+                result = accepted.get(record.pos, RecordExtraction(record.pos, "unresolved"))
+                records.append(result)
+                for triple in result.triples:
+                    catalogue.setdefault(triple.relation, record.text)
+        alignment = self._align(store, history, catalogue)
+        final = lambda relation: alignment.get(relation, relation)  # noqa: E731
+        records = [dataclasses.replace(r, triples=tuple(dataclasses.replace(t, relation=final(t.relation))
+                                                        for t in r.triples)) for r in records]
+        log.info("%s: %d records, %d relation names (%d merged by alignment), %d kept unresolved after repair",
+                 history.history_id, len(records), len(catalogue), len(alignment), given_up)
+        relations = tuple(dict.fromkeys(final(r) for r in catalogue))
+        return Extraction(self.frontend_id, history.history_id, tuple(records), relations), alignment
+
+    def _ask(self, store: PredictionStore, history: History, batch: Sequence[Record], catalogue: dict[str, str],
+             problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+        names = ", ".join(catalogue) or "(none yet)"
+        lines = [f"Relation names already in use: {names}"]
+        lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
+        span = f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
+        lines.append(f"Give the JSON for {span}.")
+        evidence = "\n".join(r.line() for r in batch)
+        request = self.extractor.prepare(self.extract_prompt, evidence, "\n".join(lines))
+        return parse_reply(self._answer(store, request, f"{span} of {history.history_id}").raw or "", batch)
+
+    def _align(self, store: PredictionStore, history: History, catalogue: dict[str, str]) -> dict[str, str]:
+        if len(catalogue) < 2:
+            return {}
+        evidence = "\n".join(f"{i}. {name}: {example}" for i, (name, example) in enumerate(catalogue.items(), 1))
+        request = self.extractor.prepare(self.align_prompt, evidence, "Give the JSON.")
+        return parse_alignment(self._answer(store, request, f"alignment of {history.history_id}").raw or "",
+                               list(catalogue))
+
+    def _answer(self, store: PredictionStore, request: Request, where: str) -> Prediction:
+        """The stored answer to this exact request, else a fresh generation (stored). A
+        failed generation stops extraction: freezing around it would make the failure part
+        of every arm's memory. It is retried on the next run."""
+        if request.evidence_truncated_tokens:
+            raise DataError(f"{self.name}: {where} does not fit the extractor's input cap; lower batch_records")
+        prediction = store.get(request.id)
+        if prediction is None or prediction.error is not None:
+            if not self._preflighted and hasattr(self.extractor, "preflight"):
+                self.extractor.preflight()  # a wrong URL or key fails here, once
+                self._preflighted = True
+            prediction = self.extractor.generate(request)
+            store.put(prediction)
+        if prediction.error is not None:
+            raise DataError(f"{self.name}: the extractor failed on {where}: {prediction.error}; rerun to retry")
+        return prediction
