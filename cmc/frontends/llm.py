@@ -30,6 +30,7 @@ from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.extraction import STATUSES, Extraction, RecordExtraction, Triple, validate
 from cmc.io import atomic_write_text, canonical_json, sha256_text
+from cmc.normalize import entity_key
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Reader, Request
 from cmc.records import History, Record
@@ -38,8 +39,8 @@ log = logging.getLogger(__name__)
 
 # Bump when parse_reply or parse_alignment accept different replies: frozen extractions
 # made under other rules then stop matching the fingerprint instead of being reused.
-PARSER_VERSION = 1
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)  # the outermost braces; code fences and chatter around them drop
+PARSER_VERSION = 2
+_DECODER = json.JSONDecoder()
 
 
 def relation_slug(name: str) -> str:
@@ -48,21 +49,41 @@ def relation_slug(name: str) -> str:
 
 
 def literal_span(text: str, value: str, avoid: tuple[int, int] | None = None) -> tuple[int, int] | None:
-    """Where `value` occurs in the record: exactly if it does, else ignoring case (the triple
-    then keeps the record's own characters). An occurrence other than `avoid`, the
-    subject's span, comes first, so an object equal to its subject needs a second mention."""
+    """Where `value` occurs in the record as whole words ("Ford" is not in "Stanford"):
+    exactly if it does, else ignoring case (the triple then keeps the record's own
+    characters). An occurrence other than `avoid`, the subject's span, comes first, so an
+    object equal to its subject needs a second mention."""
     value = value.strip()
     if not value:
         return None
-    spans = [m.span() for flags in (0, re.IGNORECASE) for m in re.finditer(re.escape(value), text, flags)]
+    pattern = "".join([r"(?<!\w)" if value[0].isalnum() else "", re.escape(value),
+                       r"(?!\w)" if value[-1].isalnum() else ""])
+    spans = [m.span() for flags in (0, re.IGNORECASE) for m in re.finditer(pattern, text, flags)]
     return next((s for s in spans if s != avoid), None)
 
 
-def _json_object(raw: str) -> Any:
-    match = _JSON_OBJECT.search(raw)
-    if match is None:
-        raise ValueError("no JSON object in the reply")
-    return json.loads(match.group(0))
+def _json_object(raw: str, key: str, bare_list: bool = False) -> Any:
+    """The value under `key` of the first JSON object in the reply that has it, or with
+    `bare_list` a top-level JSON list standing for it (small models drop the wrapper): code
+    fences and chatter around it, braces included, drop. Nothing inside another JSON value
+    counts."""
+    start = 0
+    while (start := _next_opening(raw, start, "{[" if bare_list else "{")) >= 0:
+        try:
+            value, end = _DECODER.raw_decode(raw, start)
+        except ValueError:
+            start += 1
+            continue
+        if isinstance(value, dict) and key in value:
+            return value[key]
+        if bare_list and isinstance(value, list):
+            return value
+        start = end
+    raise ValueError(f"no JSON object with {key!r} in the reply")
+
+
+def _next_opening(raw: str, start: int, openers: str) -> int:
+    return min((i for i in (raw.find(c, start) for c in openers) if i >= 0), default=-1)
 
 
 def _read_entry(pos: int, text: str, entry: dict[str, Any]) -> RecordExtraction | str:
@@ -81,6 +102,8 @@ def _read_entry(pos: int, text: str, entry: dict[str, Any]) -> RecordExtraction 
         subject, relation, obj = item
         if not relation_slug(relation):
             return f"relation {relation!r} has no letters or digits"
+        if not (entity_key(subject) and entity_key(obj)):
+            return f"triple {item!r} names an entity with no letters or digits"
         subject_span = literal_span(text, subject)
         if subject_span is None:
             return f"subject {subject!r} is not copied from the record text"
@@ -97,7 +120,7 @@ def parse_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtr
     (a repair call quotes it back). Entries for records outside the batch are ignored."""
     texts = {r.pos: r.text for r in batch}
     try:
-        entries = _json_object(raw)["records"]
+        entries = _json_object(raw, "records", bare_list=True)
         if not isinstance(entries, list):
             raise ValueError("'records' is not a list")
     except (ValueError, KeyError, TypeError) as exc:
@@ -130,7 +153,7 @@ def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
     nothing: the names stay apart, which costs recall, never a wrong merge."""
     order = {name: i for i, name in enumerate(names)}
     try:
-        proposals = _json_object(raw)["same"]
+        proposals = _json_object(raw, "same")
         if not isinstance(proposals, dict):
             raise ValueError("'same' is not an object")
     except (ValueError, KeyError, TypeError) as exc:
@@ -159,38 +182,60 @@ def corpus_of(histories: Iterable[History]) -> History:
     return History(f"corpus-{digest[:16]}", "", tuple(Record(i, text) for i, text in enumerate(statements, 1)))
 
 
+def one_value_per_slot(record: RecordExtraction) -> RecordExtraction:
+    """Duplicate triples merged; a record that gives one subject two objects under one
+    relation (as read, or once alignment merged two names) is unresolved, as the prompt
+    asks: replaying it would let an arbitrary one of the values win."""
+    triples = tuple(dict.fromkeys(record.triples))
+    objects: dict[tuple[str, str], set[str]] = {}
+    for t in triples:
+        objects.setdefault((entity_key(t.subject), t.relation), set()).add(entity_key(t.object))
+    if any(len(values) > 1 for values in objects.values()):
+        return RecordExtraction(record.pos, "unresolved")
+    return dataclasses.replace(record, triples=triples)
+
+
 class LLMFrontend:
     """Extraction by a frozen reader (`extractor`), validated against the source records.
 
+    `frozen` names a frozen extraction to use as it is, whoever made it (another machine,
+    another URL for the same model): it must hold exactly this corpus's statements. Without
+    it, the file is found under `extractions_dir` by the fingerprint of this extractor.
     `empty_fallback` is what a read with an empty selection falls back to under this
     frontend: the original history (Algorithm 1); `read.empty_fallback` takes it from here.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
-                 batch_records: int = 20, repair_rounds: int = 1, empty_fallback: str = "history") -> None:
+                 batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
+                 empty_fallback: str = "history") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
+        self.frozen = Path(frozen) if frozen else None
         self.extract_prompt, self.align_prompt = load_prompt("extract_direct"), load_prompt("align_relations")
         self._preflighted = False
+        self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
-        self._relations: tuple[str, ...] = ()
 
     @cached_property
     def frontend_id(self) -> str:
-        """Name plus a fingerprint of what decides the extraction: both prompts, the
-        extractor's identity and generation parameters, batching, repair and parse rules."""
-        probe = self.extractor.prepare(self.extract_prompt, "", "")
+        """Name plus a fingerprint of what decides the extraction: the ids of an example
+        extraction and alignment request (prompts, the wording built here, the extractor's
+        identity, chat template and generation parameters), batching, repair, parse rules."""
+        example = [Record(1, "The capital of Peru is Lima.")]
+        probes = [self._batch_request(example, {"capital": example[0].text}, {1: "example"}),
+                  self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         fingerprint = sha256_text(canonical_json({
-            "prompts": [self.extract_prompt.version, self.align_prompt.version], "reader": probe.reader,
-            "pin": probe.pin, "generation": probe.generation, "batch_records": self.batch_records,
+            "probes": [p.id for p in probes], "batch_records": self.batch_records,
             "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION,
         }))[:12]
         return f"{self.name}@{fingerprint}"
 
     def frozen_path(self, corpus: History) -> Path:
+        if self.frozen is not None:
+            return self.frozen
         return self.extractions_dir / self.frontend_id.replace("@", "-") / f"{corpus.history_id}.json"
 
     def prepare(self, histories: Sequence[History]) -> None:
@@ -198,62 +243,78 @@ class LLMFrontend:
         extraction of exactly this set: one catalogue and one alignment for the corpus, so a
         statement means the same in every history that repeats it."""
         corpus = corpus_of(histories)
-        extraction = self._frozen(corpus) or self._extract_and_freeze(corpus)
+        extraction = self._load(corpus) or self._extract_and_freeze(corpus)
+        self._corpus = extraction
         self._statements = {r.text: e for r, e in zip(corpus, extraction.records)}
-        self._relations = extraction.relations
 
     def extract(self, history: History) -> Extraction:
-        """Each record served from its statement's extraction, with the record's position;
-        a history outside the prepared corpus is prepared on its own."""
-        if any(r.text not in self._statements for r in history):
+        """Each record served from its statement's extraction, with the record's position.
+        Without a prepared corpus the history is prepared on its own; a history outside a
+        prepared corpus is refused (extracting it apart would give it its own catalogue)."""
+        if self._corpus is None:
             self.prepare([history])
+        if missing := sum(r.text not in self._statements for r in history):
+            raise DataError(f"{self.name}: history {history.history_id!r} has {missing} statements outside the "
+                            f"prepared corpus {self._corpus.history_id}; prepare every history together")
         records = tuple(dataclasses.replace(self._statements[r.text], pos=r.pos, triples=tuple(
             dataclasses.replace(t, pos=r.pos) for t in self._statements[r.text].triples)) for r in history)
-        extraction = Extraction(self.frontend_id, history.history_id, records, self._relations)
+        extraction = Extraction(self._corpus.frontend_id, history.history_id, records, self._corpus.relations)
         validate(extraction, history)
         return extraction
 
-    def _frozen(self, corpus: History) -> Extraction | None:
+    def _load(self, corpus: History) -> Extraction | None:
+        """The frozen extraction of this corpus, if there is one, checked against it."""
         path = self.frozen_path(corpus)
         if not path.is_file():
+            if self.frozen is not None:
+                raise DataError(f"{path}: frontend.frozen names no file")
             return None
         try:
-            extraction = Extraction.from_json(json.loads(path.read_text(encoding="utf-8")))
+            data = json.loads(path.read_text(encoding="utf-8"))
+            extraction = Extraction.from_json(data)
+            statements = data["statements"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DataError(f"{path}: unreadable frozen extraction ({exc}); delete it to extract again") from exc
-        if (extraction.frontend_id, extraction.history_id) != (self.frontend_id, corpus.history_id):
-            raise DataError(f"{path}: holds {extraction.frontend_id} of {extraction.history_id}, "
-                            f"not {self.frontend_id} of {corpus.history_id}")
+        if statements != [r.text for r in corpus] or extraction.history_id != corpus.history_id:
+            raise DataError(f"{path}: holds the extraction of {extraction.history_id}, not of this dataset's "
+                            f"{len(corpus)} statements ({corpus.history_id})")
+        if self.frozen is None and extraction.frontend_id != self.frontend_id:
+            raise DataError(f"{path}: made by {extraction.frontend_id}, not {self.frontend_id}")
         validate(extraction, corpus)
+        log.info("%s: using the frozen extraction %s (made by %s)", self.name, path, extraction.frontend_id)
         return extraction
 
     def _extract_and_freeze(self, corpus: History) -> Extraction:
         """Extract through the prediction store (a rerun after a failure resends only what
-        is missing), validate, and freeze with the statements and the alignment beside it."""
+        is missing), validate, and freeze with the statements and the alignment beside it.
+        If another process froze this corpus meanwhile, its file wins and is used."""
         store = PredictionStore(self.cache_dir / "predictions.sqlite")
         try:
             extraction, alignment = self._extract(corpus, store)
         finally:
             store.close()
         validate(extraction, corpus)
+        path = self.frozen_path(corpus)
+        if path.is_file():
+            return self._load(corpus)
         frozen = {**extraction.to_json(), "alignment": alignment, "statements": [r.text for r in corpus]}
-        atomic_write_text(self.frozen_path(corpus), canonical_json(frozen) + "\n")
+        atomic_write_text(path, canonical_json(frozen) + "\n")
         return extraction
 
-    def _extract(self, history: History, store: PredictionStore) -> tuple[Extraction, dict[str, str]]:
-        catalogue: dict[str, str] = {}  # relation -> the first record that used it (alignment's example)
+    def _extract(self, corpus: History, store: PredictionStore) -> tuple[Extraction, dict[str, str]]:
+        catalogue: dict[str, str] = {}  # relation -> the first statement that used it (alignment's example)
         records: list[RecordExtraction] = []
         given_up = 0
-        starts = range(0, len(history), self.batch_records)
-        for start in tqdm(starts, desc=f"extract {history.history_id}", disable=None, mininterval=2):
-            batch = history.records[start:start + self.batch_records]
-            accepted, problems = self._ask(store, history, batch, catalogue, {})
+        starts = range(0, len(corpus), self.batch_records)
+        for start in tqdm(starts, desc=f"extract {corpus.history_id}", disable=None, mininterval=2):
+            batch = corpus.records[start:start + self.batch_records]
+            accepted, problems = self._ask(store, batch, catalogue, {})
             for _ in range(self.repair_rounds):
-                # One record per repair call, told what was wrong: short enough that a reply
-                # cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
+                # One statement per repair call, told what was wrong: short enough that a
+                # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
                 retried: dict[int, str] = {}
                 for pos, problem in sorted(problems.items()):
-                    fixed, still = self._ask(store, history, [history.record(pos)], catalogue, {pos: problem})
+                    fixed, still = self._ask(store, [corpus.record(pos)], catalogue, {pos: problem})
                     accepted.update(fixed)
                     retried.update(still)
                 problems = retried
@@ -263,38 +324,54 @@ class LLMFrontend:
                 records.append(result)
                 for triple in result.triples:
                     catalogue.setdefault(triple.relation, record.text)
-        alignment = self._align(store, history, catalogue)
+        alignment = self._align(store, catalogue)
         final = lambda relation: alignment.get(relation, relation)  # noqa: E731
-        records = [dataclasses.replace(r, triples=tuple(dataclasses.replace(t, relation=final(t.relation))
-                                                        for t in r.triples)) for r in records]
-        log.info("%s: %d records, %d relation names (%d merged by alignment), %d kept unresolved after repair",
-                 history.history_id, len(records), len(catalogue), len(alignment), given_up)
-        relations = tuple(dict.fromkeys(final(r) for r in catalogue))
-        return Extraction(self.frontend_id, history.history_id, tuple(records), relations), alignment
+        aligned = [one_value_per_slot(dataclasses.replace(r, triples=tuple(
+            dataclasses.replace(t, relation=final(t.relation)) for t in r.triples))) for r in records]
+        split = sum(a.status == "unresolved" and r.status == "facts" for a, r in zip(aligned, records))
+        log.info("%s: %d statements, %d relation names (%d merged by alignment), %d unresolved after repair, "
+                 "%d with two values for one slot", corpus.history_id, len(records), len(catalogue), len(alignment),
+                 given_up, split)
+        relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
+        return Extraction(self.frontend_id, corpus.history_id, tuple(aligned), relations), alignment
 
-    def _ask(self, store: PredictionStore, history: History, batch: Sequence[Record], catalogue: dict[str, str],
-             problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+    def _batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str]) -> Request:
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
-        span = f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
-        lines.append(f"Give the JSON for {span}.")
-        evidence = "\n".join(r.line() for r in batch)
-        request = self.extractor.prepare(self.extract_prompt, evidence, "\n".join(lines))
-        return parse_reply(self._answer(store, request, f"{span} of {history.history_id}").raw or "", batch)
+        lines.append(f"Give the JSON for {self._span(batch)}.")
+        return self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
 
-    def _align(self, store: PredictionStore, history: History, catalogue: dict[str, str]) -> dict[str, str]:
+    def _align_request(self, catalogue: dict[str, str]) -> Request:
+        evidence = "\n".join(f"{i}. {name}: {example}" for i, (name, example) in enumerate(catalogue.items(), 1))
+        return self.extractor.prepare(self.align_prompt, evidence, "Give the JSON.")
+
+    @staticmethod
+    def _span(batch: Sequence[Record]) -> str:
+        return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
+
+    def _ask(self, store: PredictionStore, batch: Sequence[Record], catalogue: dict[str, str],
+             problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+        prediction = self._answer(store, self._batch_request(batch, catalogue, problems), self._span(batch))
+        accepted, rejected = parse_reply(prediction.raw or "", batch)
+        if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
+            rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
+        return accepted, rejected
+
+    def _align(self, store: PredictionStore, catalogue: dict[str, str]) -> dict[str, str]:
         if len(catalogue) < 2:
             return {}
-        evidence = "\n".join(f"{i}. {name}: {example}" for i, (name, example) in enumerate(catalogue.items(), 1))
-        request = self.extractor.prepare(self.align_prompt, evidence, "Give the JSON.")
-        return parse_alignment(self._answer(store, request, f"alignment of {history.history_id}").raw or "",
-                               list(catalogue))
+        prediction = self._answer(store, self._align_request(catalogue), "the relation alignment")
+        if prediction.finish_reason == "length":
+            raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
+                            f"raise frontend.extractor.max_new_tokens")
+        return parse_alignment(prediction.raw or "", list(catalogue))
 
     def _answer(self, store: PredictionStore, request: Request, where: str) -> Prediction:
-        """The stored answer to this exact request, else a fresh generation (stored). A
-        failed generation stops extraction: freezing around it would make the failure part
-        of every arm's memory. It is retried on the next run."""
+        """The stored answer to this exact request, else a fresh generation (stored; if
+        another process stored one first, that one is used). A failed generation stops
+        extraction: freezing around it would make the failure part of every arm's memory.
+        It is retried on the next run."""
         if request.evidence_truncated_tokens:
             raise DataError(f"{self.name}: {where} does not fit the extractor's input cap; lower batch_records")
         prediction = store.get(request.id)
@@ -302,8 +379,9 @@ class LLMFrontend:
             if not self._preflighted and hasattr(self.extractor, "preflight"):
                 self.extractor.preflight()  # a wrong URL or key fails here, once
                 self._preflighted = True
-            prediction = self.extractor.generate(request)
-            store.put(prediction)
-        if prediction.error is not None:
-            raise DataError(f"{self.name}: the extractor failed on {where}: {prediction.error}; rerun to retry")
+            store.put(self.extractor.generate(request))
+            prediction = store.get(request.id)
+        if prediction is None or prediction.error is not None:
+            error = prediction.error if prediction else "nothing stored"
+            raise DataError(f"{self.name}: the extractor failed on {where}: {error}; rerun to retry")
         return prediction

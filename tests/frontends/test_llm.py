@@ -33,6 +33,13 @@ def test_relation_slug_gives_one_spelling():
     assert relation_slug("—") == ""
 
 
+def test_literal_span_matches_whole_words_only():
+    text = "Stanford University was founded by Leland Stanford, not by Ford."
+    assert literal_span(text, "Ford") == (text.rindex("Ford"), len(text) - 1)
+    assert literal_span(text, "Stan") is None and literal_span(text, "Stanford,") == (text.index("Stanford,"), text.index("Stanford,") + 9)
+    assert literal_span("Born in Limassol.", "Lima") is None
+
+
 def test_literal_span_is_exact_first_then_case_blind_and_avoids_the_subject():
     text = "Lima is the capital; the Capital of Peru is Lima."
     assert literal_span(text, "Lima") == (0, 4)
@@ -65,6 +72,7 @@ def test_parse_reply_accepts_literal_triples_and_names_every_other_problem():
     ({"status": "facts", "triples": []}, "needs a list of triples"),
     ({"status": "facts", "triples": [["Peru", "capital"]]}, "is not [subject, relation, object]"),
     ({"status": "facts", "triples": [["Peru", "--", "Lima"]]}, "has no letters or digits"),
+    ({"status": "facts", "triples": [["Peru", "capital", "."]]}, "names an entity with no letters or digits"),
     ({"status": "facts", "triples": [["Republic of Peru", "capital", "Lima"]]}, "subject 'Republic of Peru' is not copied"),
     ({"status": "facts", "triples": [["Peru", "capital", "Cusco"]]}, "object 'Cusco' is not copied"),
 ])
@@ -73,10 +81,17 @@ def test_parse_reply_rejects_a_bad_entry_with_its_reason(entry, problem):
     assert accepted == {} and problem in problems[3]
 
 
+def test_parse_reply_takes_a_bare_list_of_entries_as_the_records():
+    """The offline 0.5B answers `[{"id": 1, ...}]` without the wrapper object."""
+    reply = '```json\n[{"id": 3, "status": "facts", "triples": [["Peru", "capital", "Lima"]]}]\n```'
+    accepted, problems = parse_reply(reply, RECORDS[:1])
+    assert problems == {} and [t.object for t in accepted[3].triples] == ["Lima"]
+
+
 def test_parse_reply_rejects_a_record_answered_twice_and_a_reply_without_json():
     twice = {"records": [{"id": 3, "status": "no_fact"}, {"id": 3, "status": "no_fact"}]}
     assert parse_reply(json.dumps(twice), RECORDS[:1]) == ({}, {3: "the record was answered twice"})
-    for raw in ("no JSON here", '{"records": {"id": 3}}', '{"record": []}'):
+    for raw in ("no JSON here", '{"records": {"id": 3}}', '{"record": [{"id": 3}]}'):
         accepted, problems = parse_reply(raw, RECORDS)
         assert accepted == {} and set(problems) == {3, 4, 5}
         assert all("not a JSON object with a 'records' list" in p for p in problems.values())
@@ -103,13 +118,17 @@ class GrammarOracle:
     - `misquoted`: the batch answer paraphrases this statement's subject (rejected); the
       repair call, told why, gets it right.
     - `hopeless`: this statement is never answered, in its batch or on repair.
+    - `doubled`: this statement gets a second object for its slot (its first word), which
+      passes validation but must leave it unresolved.
+    Replies come in a code fence with chatter after it, braces included.
     """
 
     model_id = "grammar-oracle"
 
-    def __init__(self, renamed: str, misquoted: int, hopeless: int) -> None:
+    def __init__(self, renamed: str, misquoted: int, hopeless: int, doubled: int) -> None:
         self.grammar = GrammarFrontend(str(TEMPLATES))
-        self.renamed, self.misquoted, self.hopeless = renamed, misquoted, hopeless
+        self.renamed, self.misquoted, self.hopeless, self.doubled = renamed, misquoted, hopeless, doubled
+        self.align_finish = "stop"
         self.calls: list[str] = []
 
     def complete(self, messages, max_tokens, chat_template_kwargs=None) -> Completion:
@@ -118,7 +137,7 @@ class GrammarOracle:
             self.calls.append("align")
             names = re.findall(r"^\d+\. ([a-z0-9_]+): ", user, re.MULTILINE)
             text = json.dumps({"same": {n: n.removesuffix("_alt") for n in names if n.endswith("_alt")}})
-            return Completion(text, "stop", len(user), len(text))
+            return Completion(text, self.align_finish, len(user), len(text))
         records = [(int(pos), text) for pos, text in re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)]
         repair = "was rejected" in user
         self.calls.append("repair" if repair else "batch")
@@ -133,8 +152,10 @@ class GrammarOracle:
                     triple[1] += "_alt"
                 if pos == self.misquoted and not repair:
                     triple[0] = f"the famous {triple[0]}"
+            if pos == self.doubled:
+                triples.append([triples[0][0], triples[0][1], text.split()[0]])
             entries.append({"id": pos, "status": parsed.status, "triples": triples})
-        text = "```json\n" + json.dumps({"records": entries}) + "\n```"
+        text = "```json\n" + json.dumps({"records": entries}) + "\n```\n(all {} checked)"
         return Completion(text, "stop", len(user), len(text))
 
 
@@ -156,7 +177,7 @@ def oracle(reference) -> GrammarOracle:
     triples = reference.triples()
     late = {t.relation for t in triples[BATCH:]}
     renamed = next(t.relation for t in triples[:BATCH] if t.relation in late)  # in the first batch and later
-    return GrammarOracle(renamed, misquoted=BATCH + 3, hopeless=2 * BATCH + 2)
+    return GrammarOracle(renamed, misquoted=BATCH + 3, hopeless=2 * BATCH + 2, doubled=2 * BATCH + 5)
 
 
 @pytest.fixture(scope="module")
@@ -165,11 +186,11 @@ def server(oracle):
         yield srv
 
 
-def make_frontend(url: str, tmp: Path, **kw) -> LLMFrontend:
-    extractor = OpenAIReader(name="oracle", base_url=url, model="grammar-oracle", max_new_tokens=2048,
+def make_frontend(url: str, tmp: Path, max_new_tokens: int = 2048, **kw) -> LLMFrontend:
+    extractor = OpenAIReader(name="oracle", base_url=url, model="grammar-oracle", max_new_tokens=max_new_tokens,
                              timeout_s=30.0, max_retries=1, backoff_s=0.01, max_backoff_s=0.05, concurrency=1)
     return LLMFrontend(extractor, cache_dir=str(tmp / "cache"), extractions_dir=str(tmp / "extractions"),
-                       batch_records=BATCH, **kw)
+                       **{"batch_records": BATCH, **kw})
 
 
 def triples_of(extraction: Extraction) -> list[tuple]:
@@ -180,8 +201,8 @@ def test_the_loop_reproduces_the_reference_except_what_its_mistakes_cost(server,
                                                                         tmp_path):
     frontend = make_frontend(server.url, tmp_path)
     extraction = frontend.extract(history)
-    hopeless = history.records[oracle.hopeless - 1].pos
-    expected = [(pos, "unresolved", []) if pos == hopeless else (pos, status, triples)
+    unresolved = {history.records[oracle.hopeless - 1].pos, history.records[oracle.doubled - 1].pos}
+    expected = [(pos, "unresolved", []) if pos in unresolved else (pos, status, triples)
                 for pos, status, triples in triples_of(reference)]
     assert triples_of(extraction) == expected  # renamed relations aligned back, the misquote repaired
     # 28 records in 4 batches; the misquoted and the hopeless record are each asked once more
@@ -236,9 +257,54 @@ def test_what_decides_the_extraction_is_in_the_fingerprint(server, tmp_path):
     base = make_frontend(server.url, tmp_path).frontend_id
     assert make_frontend(server.url, tmp_path).frontend_id == base
     assert make_frontend(server.url, tmp_path, repair_rounds=0).frontend_id != base
-    other = make_frontend(server.url, tmp_path)
-    other.batch_records = BATCH + 1
-    assert other.frontend_id != base
+    assert make_frontend(server.url, tmp_path, batch_records=BATCH + 1).frontend_id != base
+    assert make_frontend(server.url, tmp_path, max_new_tokens=1024).frontend_id != base
+    reworded = make_frontend(server.url, tmp_path)
+    reworded.extract_prompt = dataclasses.replace(reworded.extract_prompt, system="Extract facts.")
+    assert reworded.frontend_id != base
+
+
+def test_a_history_outside_the_prepared_corpus_is_refused(server, history, tmp_path):
+    frontend = make_frontend(server.url, tmp_path)
+    frontend.prepare([History("part", history.header, history.records[:BATCH])])
+    with pytest.raises(DataError, match=f"{len(history) - BATCH} statements outside the prepared corpus"):
+        frontend.extract(history)
+
+
+def test_a_statement_repeated_in_one_history_is_served_at_every_position(server, history, tmp_path):
+    repeated = History("repeated", history.header, history.records + (Record(1000, history.records[0].text),))
+    frontend = make_frontend(server.url, tmp_path)
+    extraction = frontend.extract(repeated)
+    first, again = extraction.records[0], extraction.records[-1]
+    assert again.pos == 1000 and all(t.pos == 1000 for t in again.triples)
+    assert [(t.subject, t.relation, t.object, t.subject_span) for t in again.triples] == [
+        (t.subject, t.relation, t.object, t.subject_span) for t in first.triples]
+    assert len(json.loads(frontend.frozen_path(corpus_of([repeated])).read_text())["statements"]) == len(history)
+
+
+def test_an_alignment_cut_at_the_token_cap_stops_extraction(oracle, history, tmp_path):
+    oracle.align_finish = "length"
+    try:
+        with OpenAIServer(oracle) as srv:
+            frontend = make_frontend(srv.url, tmp_path)
+            with pytest.raises(DataError, match="alignment of .* names was cut at the token cap"):
+                frontend.extract(history)
+    finally:
+        oracle.align_finish = "stop"
+    assert not frontend.frozen_path(corpus_of([history])).exists()
+
+
+def test_a_frozen_file_named_in_the_config_is_used_whoever_made_it(server, history, tmp_path):
+    made = make_frontend(server.url, tmp_path)
+    expected = made.extract(history)
+    path = made.frozen_path(corpus_of([history]))
+    elsewhere = make_frontend("http://127.0.0.1:9/v1", tmp_path / "other", frozen=str(path))  # never called
+    assert elsewhere.extract(history) == expected
+    other_data = make_frontend("http://127.0.0.1:9/v1", tmp_path / "other", frozen=str(path))
+    with pytest.raises(DataError, match="not of this dataset's 27 statements"):
+        other_data.extract(History("shorter", history.header, history.records[1:]))
+    with pytest.raises(DataError, match="frontend.frozen names no file"):
+        make_frontend(server.url, tmp_path, frozen=str(tmp_path / "missing.json")).extract(history)
 
 
 def test_a_failed_call_stops_extraction_and_freezes_nothing(server, history, tmp_path):
