@@ -10,7 +10,8 @@ import pandas as pd
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
 from cmc.records import History, Question
 from cmc.vault import LabelVault
-from scoring.diagnostics import gold_in_evidence
+from cmc.evidence import rebuild_text
+from scoring.diagnostics import gold_in_text
 from scoring.intervals import wilson_interval
 from scoring.metrics import normalize_answer, score_output
 from scoring.paired import cluster_bootstrap, win_tie_loss
@@ -26,7 +27,9 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
                  cluster: str = "question_text", histories: Mapping[str, History] | None = None) -> pd.DataFrame:
     """One row per question of one sealed bundle, scored with the released metric; labels
     come from LabelVault.open(bundle), which has verified the seal. With `histories`, a
-    `gold_present` column says whether the evidence the reader saw holds a gold string."""
+    `gold_present` column says whether the evidence the reader saw holds a gold string, and
+    `answer_in_evidence` whether it holds the parsed answer (a wrong answer found there is a
+    value the reader was shown and chose, not one it made up)."""
     seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
     evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
@@ -37,8 +40,8 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
         qid = pred["question_id"]
         question = questions[qid]
         scored = score_output(pred["raw"], labels[qid])
-        gold = {} if histories is None else {
-            "gold_present": gold_in_evidence(histories[question.history_id], evidence[qid], labels[qid])}
+        gold = {} if histories is None else evidence_flags(
+            rebuild_text(histories[question.history_id], evidence[qid]), labels[qid], scored["parsed"])
         rows.append({
             "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
             "question_id": qid, "hop": question.hop, "length": question.length,
@@ -50,6 +53,11 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
             "error": pred["error"], "seal": seal, **gold,
         })
     return pd.DataFrame(rows)
+
+
+def evidence_flags(text: str, golds: Sequence[str], parsed: str | None) -> dict[str, bool]:
+    """Whether the rendered evidence holds a gold string, and whether it holds the parsed answer."""
+    return {"gold_present": gold_in_text(text, golds), "answer_in_evidence": gold_in_text(text, [parsed or ""])}
 
 
 def experiment_items(bundles: Iterable[Path], vault: LabelVault, questions: Mapping[str, Question],
@@ -157,9 +165,12 @@ def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
 def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
     """Per run and hop: how many evidence packets contain a gold string (items built with
     histories, so they carry `gold_present`) and how many answers are right with and without
-    one. Separates answers the selection never offered from answers the reader missed in front of it."""
-    if "gold_present" not in items:
-        raise ValueError("items lack gold_present: build them with experiment_items(..., histories=dataset.histories)")
+    one. Separates answers the selection never offered from answers the reader missed in front of it;
+    `wrong_with_gold_answer_shown` counts the misses where the wrong answer also stands in the
+    evidence (the reader took another value it was shown)."""
+    if not {"gold_present", "answer_in_evidence"} <= set(items):
+        raise ValueError("items lack gold_present / answer_in_evidence: build them with "
+                         "experiment_items(..., histories=dataset.histories)")
     part = items.copy()
     part["view_order"] = part["arm"].map({v: i for i, v in enumerate(views)}).fillna(len(views))
     part["hop_order"] = part["hop"].map({"sh": 0, "mh": 1}).fillna(2)
@@ -173,5 +184,6 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFra
             "correct_with_gold": int(held["substring_em"].sum()),
             "reader_rate_with_gold": round(100 * held["substring_em"].mean(), 2) if len(held) else float("nan"),
             "correct_without_gold": int(missing["substring_em"].sum()),
+            "wrong_with_gold_answer_shown": int((held["answer_in_evidence"] & (held["substring_em"] == 0)).sum()),
         })
     return pd.DataFrame(rows)

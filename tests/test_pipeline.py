@@ -294,6 +294,7 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     assert sum(int(row["n"]) for row in selection) == 3 * 40
     for row in selection:
         assert int(row["correct_with_gold"]) <= int(row["gold_in_evidence"]) <= int(row["n"])
+        assert int(row["wrong_with_gold_answer_shown"]) <= int(row["gold_in_evidence"]) - int(row["correct_with_gold"])
     gold = {(row["arm"], row["hop"]): int(row["gold_in_evidence"]) for row in selection}
     for arm, hop in (("cmc", "sh"), ("stale_closure", "mh")):
         bundle = tmp / "results" / "bundles" / "table1" / f"factconsolidation-grammar-t40-{arm}-local"

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from scoring.tables import (accuracy, contrasts, key_change_strata, length_order, reader_grid, selection_vs_reader,
-                            view_table)
+from scoring.tables import (accuracy, contrasts, evidence_flags, key_change_strata, length_order, reader_grid,
+                            selection_vs_reader, view_table)
 
 
 @pytest.fixture
@@ -55,6 +55,9 @@ def test_selection_vs_reader_splits_answers_by_gold_presence(items):
     items.loc[(items.arm == "fact_bm25") & items.question_id.isin(["q0", "q2"]), "substring_em"] = 0
     has_gold = {("cmc", f"q{i}"): True for i in range(8)} | {("fact_bm25", f"q{i}"): i in (0, 4) for i in range(8)}
     items["gold_present"] = [has_gold[(a, q)] for a, q in zip(items.arm, items.question_id)]
+    # The wrong answers to q0 (gold shown) and q2 (no gold) and the right one to q4 all stand in
+    # the evidence; only q0 is a miss in front of the gold string with a value it was shown.
+    items["answer_in_evidence"] = (items.arm == "fact_bm25") & items.question_id.isin(["q0", "q2", "q4"])
     out = selection_vs_reader(items, ["cmc", "fact_bm25"])
     assert list(zip(out.arm, out.hop)) == [("cmc", "sh"), ("cmc", "mh"), ("fact_bm25", "sh"), ("fact_bm25", "mh")]
     out = out.set_index(["arm", "hop"])
@@ -62,6 +65,7 @@ def test_selection_vs_reader_splits_answers_by_gold_presence(items):
     bm25_sh = out.loc[("fact_bm25", "sh")]  # gold: q0 (wrong), q4 (right); no gold: q2 (wrong), q6 (right)
     assert (bm25_sh["gold_in_evidence"], bm25_sh["correct_with_gold"], bm25_sh["correct_without_gold"]) == (2, 1, 1)
     assert bm25_sh["reader_rate_with_gold"] == 50.0
+    assert bm25_sh["wrong_with_gold_answer_shown"] == 1 and out["wrong_with_gold_answer_shown"].sum() == 1
     bm25_mh = out.loc[("fact_bm25", "mh")]  # no gold anywhere: no rate, not a zero
     assert bm25_mh["gold_in_evidence"] == 0 and math.isnan(bm25_mh["reader_rate_with_gold"])
 
@@ -69,3 +73,11 @@ def test_selection_vs_reader_splits_answers_by_gold_presence(items):
 def test_selection_vs_reader_names_the_missing_gold_column(items):
     with pytest.raises(ValueError, match="histories"):
         selection_vs_reader(items, ["cmc"])
+
+
+@pytest.mark.parametrize("parsed, shown", [("France", True), ("the France.", True), ("Berlin", False), ("", False),
+                                           (None, False), ("The", False)])
+def testevidence_flags_find_the_answer_with_the_released_normalization(parsed, shown):
+    # An answer that normalizes to nothing (an article) is never "shown", however often it occurs.
+    flags = evidence_flags("12. The capital of France is Paris.", ["Paris"], parsed)
+    assert flags == {"gold_present": True, "answer_in_evidence": shown}
