@@ -32,7 +32,7 @@ from cmc.errors import DataError
 from cmc.evidence import Evidence, rebuild_text
 from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
-from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_text, write_jsonl
+from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_file, sha256_text, write_jsonl
 from cmc.journal import PredictionJournal
 from cmc.manifest import build_manifest, config_differences, experiment_config, git_state
 from cmc.prompt import load_prompt
@@ -66,9 +66,13 @@ def evidence_path(cfg: DictConfig) -> Path:
 def evidence_config(cfg: DictConfig, dataset_pin: dict[str, Any]) -> dict[str, Any]:
     """What determines a run's evidence packets besides the code: the data file's pin (a
     rebuilt MemStream keeps its path) and the dataset, frontend and arm config (read.* and
-    the embedder resolve into the arm)."""
+    the embedder resolve into the arm). A frozen extraction named by path (`frontend.frozen`)
+    is pinned by content too: a re-extraction written over it must not reuse old packets."""
     config = experiment_config(cfg)
-    return {"dataset_pin": dataset_pin, **{key: config[key] for key in ("dataset", "frontend", "arm")}}
+    frozen = cfg.frontend.get("frozen")
+    extraction_pin = {"frozen_extraction_sha256": sha256_file(frozen) if Path(frozen).is_file() else None} \
+        if frozen else {}
+    return {"dataset_pin": dataset_pin, **extraction_pin, **{key: config[key] for key in ("dataset", "frontend", "arm")}}
 
 
 def write_evidence(cfg: DictConfig, dataset_pin: dict[str, Any], packets: Iterable[dict[str, Any]]) -> Path:

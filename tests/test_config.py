@@ -97,3 +97,16 @@ def test_packets_on_disk_are_current_only_for_the_config_and_data_file_that_made
     with pytest.raises(RuntimeError):
         write_evidence(cfg, pin, failing())
     assert not evidence_is_current(cfg, pin)  # nothing vouches for what a failed write left
+
+
+def test_packets_built_from_a_frozen_extraction_are_current_only_for_its_content(tmp_path):
+    frozen = tmp_path / "extraction.json"
+    frozen.write_text('{"records": []}\n')
+    cfg = compose_config("arm=cmc", "frontend=llm", f"frontend.frozen={frozen}", f"paths.results_dir={tmp_path}")
+    pin = {"sha256": "a" * 64}
+    write_evidence(cfg, pin, [{"question_id": "q"}])
+    assert evidence_is_current(cfg, pin)
+    frozen.write_text('{"records": [1]}\n')  # re-extracted to the same path
+    assert not evidence_is_current(cfg, pin)
+    frozen.unlink()  # gone: rebuild, so the frontend can say which file is missing
+    assert not evidence_is_current(cfg, pin)
