@@ -69,10 +69,10 @@ def evidence_config(cfg: DictConfig, dataset_pin: dict[str, Any]) -> dict[str, A
     the embedder resolve into the arm). A frozen extraction named by path (`frontend.frozen`)
     is pinned by content too: a re-extraction written over it must not reuse old packets."""
     config = experiment_config(cfg)
-    frozen = cfg.frontend.get("frozen")
-    extraction_pin = {"frozen_extraction_sha256": sha256_file(frozen) if Path(frozen).is_file() else None} \
-        if frozen else {}
-    return {"dataset_pin": dataset_pin, **extraction_pin, **{key: config[key] for key in ("dataset", "frontend", "arm")}}
+    pins = {"dataset_pin": dataset_pin}
+    if frozen := cfg.frontend.get("frozen"):  # None when the file is gone: the frontend then says so
+        pins["frozen_extraction_sha256"] = sha256_file(frozen) if Path(frozen).is_file() else None
+    return {**pins, **{key: config[key] for key in ("dataset", "frontend", "arm")}}
 
 
 def write_evidence(cfg: DictConfig, dataset_pin: dict[str, Any], packets: Iterable[dict[str, Any]]) -> Path:

@@ -8,9 +8,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.evidence import rebuild_text
 from cmc.records import History, Question
 from cmc.vault import LabelVault
-from cmc.evidence import rebuild_text
 from scoring.diagnostics import gold_in_text
 from scoring.intervals import wilson_interval
 from scoring.metrics import normalize_answer, score_output

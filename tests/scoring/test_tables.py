@@ -77,7 +77,7 @@ def test_selection_vs_reader_names_the_missing_gold_column(items):
 
 @pytest.mark.parametrize("parsed, shown", [("France", True), ("the France.", True), ("Berlin", False), ("", False),
                                            (None, False), ("The", False)])
-def testevidence_flags_find_the_answer_with_the_released_normalization(parsed, shown):
+def test_evidence_flags_find_the_answer_with_the_released_normalization(parsed, shown):
     # An answer that normalizes to nothing (an article) is never "shown", however often it occurs.
     flags = evidence_flags("12. The capital of France is Paris.", ["Paris"], parsed)
     assert flags == {"gold_present": True, "answer_in_evidence": shown}
