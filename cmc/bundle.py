@@ -73,15 +73,22 @@ def _verified_record(bundle: Path) -> dict[str, Any]:
     seal_path = bundle / SEAL
     if not seal_path.is_file():
         raise SealError(f"{bundle}: no SEAL file; the bundle was never sealed")
-    recorded = json.loads(seal_path.read_text(encoding="utf-8"))
+    extra = sorted(p.name for p in bundle.iterdir() if p.name not in (*BUNDLE_FILES, SEAL))
+    if extra:  # a shared bundle is data: nothing may travel beside the sealed files
+        raise SealError(f"{bundle}: holds files beyond a bundle's ({', '.join(extra)}); refusing it")
+    try:
+        recorded = json.loads(seal_path.read_text(encoding="utf-8"))
+        digests, seal = dict(recorded["files"]), str(recorded["seal"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SealError(f"{seal_path}: not a SEAL record ({type(exc).__name__}: {exc})") from exc
     for name in BUNDLE_FILES:
         if not (bundle / name).is_file():
             raise SealError(f"{bundle}: sealed file {name} is missing")
-        if sha256_file(bundle / name) != recorded["files"].get(name):
+        if sha256_file(bundle / name) != digests.get(name):
             raise SealError(f"{bundle}: {name} changed since sealing (sha256 mismatch); refusing to score")
-    if sha256_text(canonical_json(recorded["files"])) != recorded["seal"]:
+    if sha256_text(canonical_json(digests)) != seal:
         raise SealError(f"{bundle}: SEAL file is inconsistent")
-    return recorded
+    return {"files": digests, "seal": seal}
 
 
 def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:

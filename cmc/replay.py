@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Sequence
 
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.errors import DataError
 from cmc.io import canonical_json, read_jsonl
+from cmc.manifest import PATH_REFERENCE
 from cmc.runner import ROOT, Run, select_all
+from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
 from scoring.metrics import score_output
 
@@ -35,8 +37,10 @@ class ReplayReport:
 def replay_config(bundle: Path, overrides: Sequence[str] = ()) -> DictConfig:
     """This machine's default config (for its paths) with every recorded node put back
     whole (a node is replaced, not merged, so no key of another choice leaks in), then the
-    caller's overrides (e.g. a local dataset or model path)."""
+    caller's overrides (e.g. a local dataset or model path). The recorded config is checked
+    before anything is composed: a bundle is someone else's data, never code to run."""
     recorded = read_manifest(bundle)["config"]
+    check_recorded_config(recorded, f"{bundle / 'manifest.json'}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config")
     OmegaConf.set_struct(cfg, False)
@@ -47,13 +51,24 @@ def replay_config(bundle: Path, overrides: Sequence[str] = ()) -> DictConfig:
     return cfg
 
 
+def check_recorded_config(recorded: dict, where: str) -> None:
+    """Only this project's classes, and no interpolation but the data-location references a
+    manifest keeps (`${paths.*}`): a resolver such as `${oc.env:...}` would read this
+    machine's environment (its secrets) into the replayed config."""
+    check_targets(recorded, where)
+    for key, value in config_nodes(recorded):
+        if isinstance(value, str) and "${" in value and not value.startswith(PATH_REFERENCE):
+            raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
+                            f"a recorded config holds resolved values")
+
+
 def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | Path | None = None) -> ReplayReport:
     bundle = Path(bundle)
     report = ReplayReport(str(bundle))
     report.seal = verify_seal(bundle)
     run = Run(replay_config(bundle, overrides))
     stored = read_bundle_jsonl(bundle, "evidence.jsonl")
-    rebuilt = [e.packet() for e in select_all(instantiate(run.cfg.arm), run.dataset, run.memories, run.questions)]
+    rebuilt = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories, run.questions)]
     _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))
 
     requests = read_bundle_jsonl(bundle, "requests.jsonl")

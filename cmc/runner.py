@@ -21,7 +21,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tqdm import tqdm
 
@@ -40,6 +39,7 @@ from cmc.readers.base import Prediction, Request
 from cmc.records import Question
 from cmc.sittings import Sitting, read_sittings, total
 from cmc.sources import Dataset
+from cmc.targets import instantiate_known
 from cmc.vault import LabelVault
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Run:
 
     @cached_property
     def adapter(self) -> Any:
-        return instantiate(self.cfg.dataset)
+        return instantiate_known(self.cfg.dataset)
 
     @cached_property
     def dataset(self) -> Dataset:
@@ -110,15 +110,15 @@ class Run:
 
     @cached_property
     def questions(self) -> list[Question]:
-        return instantiate(self.cfg.population).select(self.dataset.questions)
+        return instantiate_known(self.cfg.population).select(self.dataset.questions)
 
     @cached_property
     def memories(self) -> dict[str, Memory]:
-        return build_memories(self.dataset, instantiate(self.cfg.frontend))
+        return build_memories(self.dataset, instantiate_known(self.cfg.frontend))
 
     @cached_property
     def reader(self) -> Any:
-        return instantiate(self.cfg.reader)
+        return instantiate_known(self.cfg.reader)
 
     @cached_property
     def prompt(self) -> Any:
@@ -173,7 +173,7 @@ class Run:
 
 def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
-    arm = instantiate(cfg.arm)
+    arm = instantiate_known(cfg.arm)
     packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
     progress = tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}", disable=None, mininterval=2)
     path = write_evidence(cfg, run.adapter.pin, progress)

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -20,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 from arms.cmc import CMCArm  # noqa: E402
 from cmc.anchor import scan_anchors  # noqa: E402
 from cmc.graph import compile_memory  # noqa: E402
+from cmc.targets import instantiate_known
 
 
 class NaiveScanCMC(CMCArm):
@@ -50,8 +50,8 @@ def main() -> None:
     os.environ.setdefault("CMC_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config")
-    dataset = instantiate(cfg.dataset).load()
-    frontend = instantiate(cfg.frontend)
+    dataset = instantiate_known(cfg.dataset).load()
+    frontend = instantiate_known(cfg.frontend)
 
     print("| history | records | parse median ms | compile median ms |")
     print("|---|---:|---:|---:|")

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
+from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.io import atomic_write_text, read_jsonl  # noqa: E402
 from cmc.runner import build_memories, select_all, write_evidence  # noqa: E402
@@ -26,10 +26,10 @@ DEFAULT_ARMS = ["cmc", "prior_read_refresh", "stale_closure", "stale_state", "fa
 def main(arms: list[str]) -> None:
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         configs = [compose("config", overrides=[f"arm={arm}"]) for arm in arms]
-    adapter = instantiate(configs[0].dataset)
+    adapter = instantiate_known(configs[0].dataset)
     dataset = adapter.load()
-    memories = build_memories(dataset, instantiate(configs[0].frontend))
-    paths = [write_evidence(cfg, adapter.pin, (e.packet() for e in select_all(instantiate(cfg.arm), dataset, memories)))
+    memories = build_memories(dataset, instantiate_known(configs[0].frontend))
+    paths = [write_evidence(cfg, adapter.pin, (e.packet() for e in select_all(instantiate_known(cfg.arm), dataset, memories)))
              for cfg in configs]
 
     labels = adapter.load_labels()  # packets are on disk: labels may be opened now

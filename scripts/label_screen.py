@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
+from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.bundle import read_manifest  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
@@ -70,10 +70,10 @@ def main() -> None:
     start = time.perf_counter()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=[f"arm={args.arm}", f"frontend={args.frontend}"])
-    adapter = instantiate(cfg.dataset)
+    adapter = instantiate_known(cfg.dataset)
     dataset = adapter.load()
-    memories = build_memories(dataset, instantiate(cfg.frontend))
-    arm = instantiate(cfg.arm)
+    memories = build_memories(dataset, instantiate_known(cfg.frontend))
+    arm = instantiate_known(cfg.arm)
     evidence = screen_evidence(dataset.questions, memories, arm)  # label-free
 
     labels = adapter.load_labels()  # the evidence exists: labels may be opened now

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
-from hydra.utils import instantiate  # noqa: E402
+from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
 from cmc.io import atomic_write_text, canonical_json  # noqa: E402
@@ -67,7 +67,7 @@ def main() -> None:
         return args.experiment + "".join(f"_{wanted[k]}" for k in keys if wanted[k] != defaults[k])
 
     stem = name("population", "reader", "frontend", "dataset")
-    adapter = instantiate(cfg.dataset)
+    adapter = instantiate_known(cfg.dataset)
     dataset = adapter.load()
     questions = {q.qid: q for q in dataset.questions}
     vault = LabelVault(adapter.load_labels)

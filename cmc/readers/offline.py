@@ -235,6 +235,8 @@ class PyPIGGUFModel:
             raise DataError(f"{name}: sha256 must be 64 lowercase hex digits, got {sha256!r}")
         if parts < 1 or size < 1:
             raise DataError(f"{name}: parts and size must be positive")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(carrier)):  # imported by name: top-level packages only
+            raise DataError(f"{name}: carrier {carrier!r} must be a top-level package name (letters, digits, _)")
         self.name, self.carrier, self.parts = name, carrier, int(parts)
         self.filename, self.sha256, self.size = filename, sha256, int(size)
         self.hub_repo, self.hub_revision = hub_repo, hub_revision

@@ -93,13 +93,14 @@ def load_backend(model_dir: str | Path | None = None, reader: str | None = None,
     if (model_dir is None) == (reader is None):
         raise ValueError("give exactly one of model_dir and reader")
     if reader is not None:
-        from hydra.utils import instantiate
         from omegaconf import OmegaConf
+
+        from cmc.targets import instantiate_known
 
         path = Path(reader)
         if not path.suffix:
             path = Path(__file__).resolve().parents[2] / "conf" / "reader" / f"{reader}.yaml"
-        return ReaderBackend(instantiate(OmegaConf.load(path)), served_model_name)
+        return ReaderBackend(instantiate_known(OmegaConf.load(path), str(path)), served_model_name)
     import torch
 
     from cmc.readers.hf import HFReader

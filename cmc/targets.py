@@ -1,0 +1,72 @@
+"""The only classes a config may instantiate.
+
+A config names classes by `_target_`, and Hydra imports and calls whatever it names. The
+configs under conf/ are ours, but a bundle's manifest is data that someone else may have
+written: a manifest whose arm `_target_` is a pickle loader pointed at a file beside the
+bundle would run that file's code on replay. So every instantiation in the project goes
+through `instantiate_known`, which walks the whole node first and refuses any `_target_`
+outside this allow-list before anything is imported or loaded.
+
+Adding a class to the project's configs means adding its dotted path here (a test checks
+that every `_target_` under conf/ is listed and that every listed path is a class).
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from cmc.errors import DataError
+
+KNOWN_TARGETS = frozenset({
+    # arms
+    "arms.cmc.CMCArm", "arms.controls.DisjointRandom", "arms.controls.NoContext",
+    "arms.controls.PriorReadRefresh", "arms.controls.StaleClosure", "arms.embedders.FlagEmbedder",
+    "arms.retrieval.DenseFacts", "arms.retrieval.FactBM25", "arms.retrieval.FactBM25Matched",
+    "arms.state.RawSuffix", "arms.state.StateView",
+    # frontends
+    "cmc.frontends.grammar.GrammarFrontend", "cmc.frontends.llm.LLMFrontend",
+    # datasets and populations
+    "cmc.sources.rows.RowDataset", "cmc.population.Population",
+    # readers and where their weights come from
+    "cmc.readers.hf.HFReader", "cmc.readers.openai_api.OpenAIReader",
+    "cmc.readers.models.HubModel", "cmc.readers.models.LocalModel", "cmc.readers.models.PackagedModel",
+    "cmc.readers.offline.PyPIGGUFModel",
+})
+
+
+class UnknownTargetError(DataError):
+    """A config names a class outside the allow-list; nothing was imported."""
+
+
+def check_targets(node: Any, where: str) -> None:
+    """Raise UnknownTargetError naming the first `_target_` (by its dotted key) that is not
+    one of this project's classes. `where` names the file or config the node came from."""
+    container = OmegaConf.to_container(node, resolve=False) if isinstance(node, (DictConfig, ListConfig)) else node
+    for key, item in config_nodes(container):
+        if not isinstance(item, dict) or "_target_" not in item:
+            continue
+        target = item["_target_"]
+        if not isinstance(target, str) or target not in KNOWN_TARGETS:
+            raise UnknownTargetError(
+                f"{where}: {key or '<root>'}._target_ = {target!r} is not one of this project's classes; "
+                f"refusing to instantiate it (configs from bundles are data, never code)")
+
+
+def config_nodes(node: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    """Every node of a plain config tree with its dotted key, the root first."""
+    yield key, node
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from config_nodes(value, f"{key}.{name}" if key else str(name))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from config_nodes(value, f"{key}[{index}]")
+
+
+def instantiate_known(node: Any, where: str = "config", **kwargs: Any) -> Any:
+    """hydra.utils.instantiate, after checking every `_target_` in the node."""
+    from hydra.utils import instantiate
+
+    check_targets(node, where)
+    return instantiate(node, **kwargs)

