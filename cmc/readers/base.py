@@ -71,9 +71,15 @@ class Prediction:
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
     model: str | None = None  # the model id the backend reports
     error: str | None = None
+    # Where it ran, recorded but not identity: library versions, the CPU features of the
+    # build (kernels differ between CPUs), the device. Rows made before it existed lack it.
+    runtime: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not data["runtime"]:
+            del data["runtime"]  # rows without one keep the shape of older bundles
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Prediction":
