@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from cmc.io import canonical_json, sha256_text
+from cmc.readers.compute import DTYPES
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
@@ -63,12 +64,16 @@ def _keep_path_references(resolved: Any, raw: Any) -> Any:
 def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between a recorded experiment config and a fresh one.
     Keys that name a machine-local location in the fresh config are not compared (manifests
-    written before locations were kept unresolved recorded the resolving machine's path)."""
+    written before locations were kept unresolved recorded the resolving machine's path),
+    and a fresh `dtype: auto` matches a recorded dtype (bundles sealed before `auto` existed:
+    the run adopts the recorded dtype, see HFReader.freeze)."""
     if isinstance(recorded, dict) and isinstance(fresh, dict):
         return [d for k in sorted(set(recorded) | set(fresh))
                 for d in config_differences(recorded.get(k, "<absent>"), fresh.get(k, "<absent>"), f"{prefix}.{k}")]
     if isinstance(fresh, str) and PATH_REFERENCE in fresh:
         return []
+    if fresh == "auto" and prefix.endswith(".dtype") and recorded in DTYPES:
+        return []  # what `auto` resolved to is in the frozen reader pin, and so in every request id
     return [] if recorded == fresh else [prefix.lstrip(".")]
 
 

@@ -66,7 +66,7 @@ def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | 
     bundle = Path(bundle)
     report = ReplayReport(str(bundle))
     report.seal = verify_seal(bundle)
-    run = Run(replay_config(bundle, overrides))
+    run = Run(replay_config(bundle, overrides), frozen_reader_pin=read_manifest(bundle)["reader_pin"])
     stored = read_bundle_jsonl(bundle, "evidence.jsonl")
     rebuilt = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories, run.questions)]
     _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))

@@ -99,6 +99,7 @@ class Run:
     cfg: DictConfig
     prefill: dict[str, int] | None = None  # the reader's prefix-cache counters after generate
     evidence_written: bool = False  # by this process, with this code
+    frozen_reader_pin: dict[str, Any] | None = None  # a replayed bundle's; else read from this run's manifest
 
     @cached_property
     def adapter(self) -> Any:
@@ -118,7 +119,20 @@ class Run:
 
     @cached_property
     def reader(self) -> Any:
-        return instantiate_known(self.cfg.reader)
+        """The configured reader, held to what this run's frozen manifest fixed (the dtype
+        `auto` resolved to, the identity scheme), so resuming or re-checking a run on
+        another machine or library version rebuilds the same request ids."""
+        reader = instantiate_known(self.cfg.reader)
+        frozen = self.frozen_reader_pin if self.frozen_reader_pin is not None else self._recorded_reader_pin()
+        if frozen and hasattr(reader, "freeze"):
+            reader.freeze(frozen)
+        return reader
+
+    def _recorded_reader_pin(self) -> dict[str, Any] | None:
+        for manifest in (self.bundle_dir / "manifest.json", self.work_dir / "manifest.json"):
+            if manifest.is_file():
+                return read_manifest(manifest.parent).get("reader_pin")
+        return None
 
     @cached_property
     def prompt(self) -> Any:

@@ -22,7 +22,10 @@ from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, strip_think
+from cmc.readers.compute import DTYPES, cpu_summary, resolve_dtype
 from cmc.readers.models import ModelSource
+
+IDENTITY_SCHEME = 2  # what a request id covers; see HFReader.pin
 
 def common_prefix_len(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     n = min(len(a), len(b))
@@ -52,12 +55,13 @@ class HFReader:
         device: str = "auto",
         chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(getattr(torch, dtype, None), torch.dtype):
-            raise ValueError(f"dtype {dtype!r} is not a torch dtype name (float16, bfloat16, float32)")
-        self.name, self.source, self.dtype = name, model, dtype
+        self.name, self.source = name, model
         self.attn_implementation, self.max_new_tokens = attn_implementation, max_new_tokens
         self.max_input_tokens, self.enable_thinking, self.prefix_cache = max_input_tokens, enable_thinking, prefix_cache
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        self.dtype_setting = dtype
+        self.dtype = resolve_dtype(dtype, self.device)  # `auto`: from this machine, until a manifest freezes it
+        self._legacy_transformers: str | None = None  # set by freeze() for runs made under identity scheme 1
         # Extra template variables that must be fixed for reproducibility, e.g. Llama 3.1's
         # `date_string`, which otherwise defaults to today's date.
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
@@ -95,12 +99,35 @@ class HFReader:
 
     @property
     def pin(self) -> dict[str, Any]:
-        """A fresh dict each time: requests hold it, and must not share a mutable one."""
-        return {
-            **self.source.pin, "chat_template_sha256": self.chat_template_sha256,
-            "dtype": self.dtype, "attn_implementation": self.attn_implementation,
-            "backend": "transformers", "transformers": transformers.__version__,
-        }
+        """What fixes this reader's output, and so enters every request id (a fresh dict each
+        time: requests hold it). Identity scheme 2 holds the weights' content pin, chat
+        template, dtype, attention kernel and engine; library versions and CPU features are
+        recorded in the manifest and each prediction's `runtime`, not here, so upgrading
+        transformers does not orphan every stored answer. Runs sealed under scheme 1 (no
+        `identity_scheme` key, the transformers version inside) keep their ids: see freeze()."""
+        pin = {**self.source.pin, "chat_template_sha256": self.chat_template_sha256,
+               "dtype": self.dtype, "attn_implementation": self.attn_implementation, "backend": "transformers"}
+        if self._legacy_transformers is not None:
+            return {**pin, "transformers": self._legacy_transformers}
+        return {**pin, "identity_scheme": IDENTITY_SCHEME}
+
+    def freeze(self, frozen_pin: dict[str, Any]) -> None:
+        """Adopt what a run's frozen manifest fixed, instead of re-resolving it on this
+        machine: the dtype `auto` chose when the run started (a resumed run on another CPU
+        keeps it), and the identity scheme its request ids were made under."""
+        dtype = frozen_pin.get("dtype")
+        if self.dtype_setting == "auto" and dtype in DTYPES and dtype != self.dtype:
+            if "model" in self.__dict__:
+                raise RuntimeError(f"{self.name}: freeze() after the weights loaded in {self.dtype}")
+            self.dtype = dtype
+        if "identity_scheme" not in frozen_pin and "transformers" in frozen_pin:
+            self._legacy_transformers = str(frozen_pin["transformers"])
+
+    @property
+    def runtime(self) -> dict[str, Any]:
+        """Recorded with each prediction: where it ran (not identity, see pin)."""
+        return {"engine": "transformers", "transformers": transformers.__version__, "torch": torch.__version__,
+                "device": self.device, **cpu_summary()}
 
     @property
     def model_id(self) -> str:
@@ -151,6 +178,11 @@ class HFReader:
         if request.reader != self.name or request.pin != self.pin:
             raise ValueError(f"request {request.id} was prepared for {request.reader} {request.pin}, "
                              f"not {self.name} {self.pin}")
+        if self._legacy_transformers not in (None, transformers.__version__):
+            raise DataError(f"request {request.id[:12]} belongs to a run made under identity scheme 1 with "
+                            f"transformers {self._legacy_transformers}; this is {transformers.__version__}, and a new "
+                            f"answer would carry the wrong version in its id. Finish that run with transformers "
+                            f"{self._legacy_transformers}, or move its work folder away and start it again")
         try:
             new = self._generate_ids(request.input_ids, request.generation)
         except torch.OutOfMemoryError as exc:
@@ -164,6 +196,7 @@ class HFReader:
             finish_reason="stop" if new and new[-1] in eos else "length",
             usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
             model=self.model_id,
+            runtime=self.runtime,
         )
 
     def _generate_ids(self, ids: tuple[int, ...], generation: dict[str, Any]) -> list[int]:
@@ -173,7 +206,7 @@ class HFReader:
         if self.prefix_cache:
             cache, reused = self._cached_prefix(ids)
             self.prefill_tokens_saved += reused
-        out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), past_key_values=cache, **generation)
+        out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
 
     def _cached_prefix(self, ids: tuple[int, ...]) -> tuple[Any, int]:
@@ -194,9 +227,9 @@ class HFReader:
         if shared - len(best) >= self.MIN_PREFIX_TOKENS:
             base = copy.deepcopy(self._prefixes[best]) if best else None
             step = torch.tensor([ids[len(best):shared]], device=self.device)
-            out = self.model(input_ids=step, past_key_values=base, use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=step, cache=base, use_cache=True, logits_to_keep=1)
             best = ids[:shared]
-            self._prefixes[best] = out.past_key_values
+            self._prefixes[best] = out.cache
             while len(self._prefixes) > self.PREFIX_CACHE_ENTRIES:
                 self._prefixes.popitem(last=False)
         if not best:

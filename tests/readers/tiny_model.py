@@ -10,12 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from cmc.prompt import load_prompt
 
 PROMPT_NAME = "memoryagentbench_factconsolidation"
+# Qwen2's pre-tokenizer split (transformers' Qwen2Tokenizer and the released tokenizer.json).
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK_TOKENS = ["<think>", "</think>"]  # ordinary added tokens, as in Qwen3: decoding keeps them
 
@@ -61,17 +64,21 @@ def chat_text(tokenizer: PreTrainedTokenizerFast, evidence: str, question: str) 
                                          enable_thinking=False)
 
 
-def _tokenizer() -> PreTrainedTokenizerFast:
-    """Byte-level BPE like Qwen's, so decoding is lossless and offsets are exact. Merges may
-    cross spaces (up to 16 characters) to keep the prompt near 150 tokens: training cost
-    grows with sequence length, and the tests only need realistic token boundaries."""
+def chat_tokenizer() -> PreTrainedTokenizerFast:
+    """Byte-level BPE with Qwen2's own pre-tokenizer (its split regex, then bytes), so
+    decoding is lossless, offsets are exact, and transformers 5, which rebuilds a qwen2
+    model's tokenizer from its vocab and merges with that pre-tokenizer, reloads exactly the
+    tokenization the model was trained on."""
     prompt = load_prompt(PROMPT_NAME)
     corpus = [prompt.system, prompt.query, EVIDENCE, *(q + " " + a for q, a in QA)] * 4
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=1000, max_token_length=16, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=1000, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False))
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -98,7 +105,7 @@ def _examples(tokenizer: PreTrainedTokenizerFast) -> tuple[torch.Tensor, torch.T
 def build_tiny_model(dest: Path, steps: int = 160, seed: int = 0) -> Path:
     """Train and save the tiny model and tokenizer into `dest` (a from_pretrained folder).
     Raises if training did not fit every answer token, so a flaky fixture fails loudly."""
-    tokenizer = _tokenizer()
+    tokenizer = chat_tokenizer()
     im_end, endoftext = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
     torch.manual_seed(seed)
     config = Qwen2Config(
