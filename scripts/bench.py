@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from arms.cmc import CMCArm  # noqa: E402
 from cmc.anchor import scan_anchors  # noqa: E402
 from cmc.graph import compile_memory  # noqa: E402
-from cmc.targets import instantiate_known
+from cmc.targets import instantiate_known  # noqa: E402
 
 
 class NaiveScanCMC(CMCArm):

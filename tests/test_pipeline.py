@@ -35,8 +35,9 @@ POPULATION = ["population=quick", "population.name=t40", "population.per_cell=5"
 
 
 def overrides(tmp: Path, model: Path, *extra: str) -> list[str]:
-    """The tiny reader over a test population of 40 questions (5 per hop x length cell)."""
-    return ["reader=local", f"reader.model.local_path={model}", *POPULATION,
+    """The tiny reader over a test population of 40 questions (5 per hop x length cell), in
+    float32 (`auto` would pick by CPU; the in-process server comparison below is float32)."""
+    return ["reader=local", f"reader.model.local_path={model}", "reader.dtype=float32", *POPULATION,
             f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}", *extra]
 
 

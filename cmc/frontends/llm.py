@@ -225,7 +225,7 @@ class LLMFrontend:
         extraction and alignment request (prompts, the wording built here, the extractor's
         identity, chat template and generation parameters), batching, repair, parse rules."""
         example = [Record(1, "The capital of Peru is Lima.")]
-        probes = [self._batch_request(example, {"capital": example[0].text}, {1: "example"}),
+        probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         fingerprint = sha256_text(canonical_json({
             "probes": [p.id for p in probes], "batch_records": self.batch_records,
@@ -335,7 +335,7 @@ class LLMFrontend:
         relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
         return Extraction(self.frontend_id, corpus.history_id, tuple(aligned), relations), alignment
 
-    def _batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str]) -> Request:
+    def batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str]) -> Request:
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
@@ -352,7 +352,7 @@ class LLMFrontend:
 
     def _ask(self, store: PredictionStore, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = self._answer(store, self._batch_request(batch, catalogue, problems), self._span(batch))
+        prediction = self._answer(store, self.batch_request(batch, catalogue, problems), self._span(batch))
         accepted, rejected = parse_reply(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}

@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--served-model-name", default=None, help="model id reported to clients")
-    parser.add_argument("--dtype", default="auto", help="with --model-dir: float16 on GPU, float32 on CPU")
+    parser.add_argument("--dtype", default="auto", help="with --model-dir: auto (float16 on GPU; on CPU bfloat16 where "
+                        "it has avx512_bf16/AMX, else float32), float32, bfloat16 or float16")
     args = parser.parse_args(argv)
     backend = load_backend(args.model_dir, args.reader, args.dtype, args.served_model_name)
     server = OpenAIServer(backend, args.host, args.port)
