@@ -14,7 +14,8 @@ from cmc.readers.compute import DTYPES
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
-MACHINE_LOCAL = ("paths", "hydra", "stage")  # not part of what was measured
+MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors")  # not part of what was measured (allow_errors: a
+# seal-time choice, recorded in the bundle's manifest only when failures were sealed)
 
 
 def git_state(root: Path) -> dict[str, Any]:

@@ -304,6 +304,8 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
             raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
         predictions.append(prediction)
     store.close()
+    if failed := check_failures(predictions, cfg.get("allow_errors", False)):
+        manifest = {**manifest, "sealed_with_errors": failed}
     preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
     bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
     sittings = run.work_dir / "sittings.jsonl"
@@ -314,6 +316,27 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
         shutil.move(sittings, run.scores_dir / "sittings.jsonl")
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
     return bundle
+
+
+def check_failures(predictions: list[Prediction], allow_errors: bool | float) -> dict[str, Any] | None:
+    """Refuse to seal failed requests unless the user allowed that share: a sealed bundle is
+    final, so a short outage must not become a permanent 0%. Returns what the manifest
+    records when failures are sealed."""
+    failed = [p for p in predictions if p.error is not None]
+    if not failed:
+        return None
+    if isinstance(allow_errors, bool):
+        share = 1.0 if allow_errors else 0.0
+    elif isinstance(allow_errors, (int, float)) and 0 <= allow_errors <= 1:
+        share = float(allow_errors)
+    else:
+        raise DataError(f"allow_errors must be true, false or a share in [0, 1], got {allow_errors!r}")
+    if len(failed) > share * len(predictions):
+        raise DataError(
+            f"{len(failed)} of {len(predictions)} requests failed (first: {failed[0].error[:300]}); nothing was "
+            f"sealed. The {len(predictions) - len(failed)} answers are kept: run again to retry only the failed "
+            f"requests, or seal them as wrong answers with allow_errors=true (recorded in the manifest)")
+    return {"allow_errors": allow_errors, "failed": len(failed), "of": len(predictions)}
 
 
 def request_rows(run: Run) -> list[dict[str, Any]]:
