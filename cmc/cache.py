@@ -10,10 +10,17 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
+from cmc.errors import DataError
 from cmc.io import canonical_json
 from cmc.readers.base import Prediction
+
+# The store is a cache: every successful answer of a run is also in its journal.
+REBUILD_HINT = ("move the file away: the next `stage=generate` refills it from each run's journal "
+                "(results/work/.../predictions.jsonl) and sends only what neither holds")
 
 
 class PredictionStore:
@@ -22,17 +29,31 @@ class PredictionStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS predictions "
-            "(request_id TEXT PRIMARY KEY, prediction TEXT NOT NULL, failed INTEGER NOT NULL)"
-        )
+        with self._readable():
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS predictions "
+                "(request_id TEXT PRIMARY KEY, prediction TEXT NOT NULL, failed INTEGER NOT NULL)"
+            )
 
     def get(self, request_id: str) -> Prediction | None:
-        with self._lock:
+        with self._lock, self._readable():
             row = self._db.execute("SELECT prediction FROM predictions WHERE request_id = ?", (request_id,)).fetchone()
-        return Prediction.from_json(json.loads(row[0])) if row else None
+        if row is None:
+            return None
+        try:
+            return Prediction.from_json(json.loads(row[0]))
+        except ValueError as exc:
+            raise DataError(f"{self.path}: the row for request {request_id[:12]} is not a prediction ({exc}); "
+                            f"{REBUILD_HINT}") from exc
+
+    @contextmanager
+    def _readable(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"{self.path}: unreadable prediction store ({exc}); {REBUILD_HINT}") from exc
 
     def put(self, prediction: Prediction) -> None:
         with self._lock:

@@ -35,15 +35,25 @@ class PredictionJournal:
         complete, _, torn = data.rpartition(b"\n")
         if torn:
             log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted append", self.path, len(torn))
+        try:
+            lines = complete.decode("utf-8").split("\n") if complete else []
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{self.path}: not UTF-8 text ({exc})") from exc
         out: dict[str, Prediction] = {}
-        for number, line in enumerate(complete.decode("utf-8").split("\n") if complete else [], start=1):
+        first_line: dict[str, int] = {}
+        for number, line in enumerate(lines, start=1):
             try:
                 prediction = Prediction.from_json(json.loads(line))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DataError(f"{self.path}: line {number} is not a prediction ({exc})") from exc
             if prediction.error is not None:
                 raise DataError(f"{self.path}: line {number} records a failed prediction; journals hold successes only")
-            out[prediction.request_id] = prediction
+            request = prediction.request_id
+            if request in out and out[request] != prediction:  # one answer per request, or nothing is sealed
+                raise DataError(f"{self.path}: lines {first_line[request]} and {number} give different answers for "
+                                f"request {request[:12]}; keep the one that is right and delete the other")
+            out.setdefault(request, prediction)
+            first_line.setdefault(request, number)
         return out
 
     def append(self, predictions: list[Prediction]) -> None:

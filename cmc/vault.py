@@ -4,7 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from cmc.bundle import read_bundle_jsonl, verify_seal
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.errors import DataError
+from cmc.io import canonical_json, sha256_text
 
 Labels = Mapping[str, tuple[str, ...]]
 
@@ -17,9 +19,22 @@ class LabelVault:
         """Gold strings for exactly the bundle's questions; SealError if it is not sealed
         or any sealed byte changed."""
         verify_seal(bundle)
+        wanted = check_population(bundle)
         labels = self._load_labels()
-        wanted = [row["question_id"] for row in read_bundle_jsonl(bundle, "predictions.jsonl")]
         missing = [q for q in wanted if q not in labels]
         if missing:
-            raise KeyError(f"{bundle}: no labels for {len(missing)} question(s), e.g. {missing[:3]}")
+            raise DataError(f"{bundle}: no labels for {len(missing)} question(s), e.g. {missing[:3]}")
         return {q: tuple(labels[q]) for q in wanted}
+
+
+def check_population(bundle: str | Path) -> list[str]:
+    """The question ids of the bundle's prediction rows, which must be exactly the frozen
+    population, in order (count and id hash): a re-sealed bundle with a row dropped or
+    duplicated would otherwise score n=39 or 41 against a manifest of 40."""
+    ids = [row.get("question_id") for row in read_bundle_jsonl(bundle, "predictions.jsonl")]
+    population = read_manifest(bundle).get("population", {})
+    if len(ids) != population.get("n") or sha256_text(canonical_json(ids)) != population.get("question_ids_sha256"):
+        raise DataError(f"{Path(bundle) / 'predictions.jsonl'}: {len(ids)} rows ({len(set(ids))} distinct questions) do "
+                        f"not match the manifest's population ({population.get('n')} questions, id hash "
+                        f"{str(population.get('question_ids_sha256'))[:12]}); refusing to score")
+    return ids

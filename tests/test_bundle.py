@@ -7,15 +7,19 @@ import pytest
 
 from cmc.bundle import SealError, verify_seal, write_bundle
 from cmc.cache import PredictionStore
+from cmc.io import canonical_json, sha256_text
 from cmc.readers.base import Prediction
 from cmc.vault import LabelVault
 
 LABELS = {"q1": ("Paris",), "q2": ("Lima",)}
 
 
+POPULATION = {"name": "t", "n": 2, "question_ids_sha256": sha256_text(canonical_json(["q1", "q2"]))}
+
+
 def _bundle(tmp_path):
     return write_bundle(
-        tmp_path / "b", {"config": {"arm": "cmc"}},
+        tmp_path / "b", {"config": {"arm": "cmc"}, "population": POPULATION},
         [{"question_id": "q1"}, {"question_id": "q2"}],
         [{"question_id": "q1", "request_id": "r1"}, {"question_id": "q2", "request_id": "r2"}],
         [{"question_id": "q1", "raw": "Paris"}, {"question_id": "q2", "raw": None, "error": "timeout"}],

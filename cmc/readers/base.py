@@ -83,7 +83,31 @@ class Prediction:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Prediction":
+        """A stored row, checked field by field (journals and stores travel between machines
+        and may be edited): ValueError names the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a prediction is a JSON object, got {type(data).__name__}")
+        if unknown := set(data) - set(_PREDICTION_FIELDS):
+            raise ValueError(f"unknown field(s) {sorted(unknown)}")
+        for name, (kinds, required) in _PREDICTION_FIELDS.items():
+            if name not in data and required:
+                raise ValueError(f"missing field {name!r}")
+            if name in data and not isinstance(data[name], kinds):
+                raise ValueError(f"field {name!r} is {type(data[name]).__name__}, not {' or '.join(k.__name__ for k in kinds)}")
+        if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                   for k, v in data.get("usage", {}).items()):
+            raise ValueError("field 'usage' must map names to integer counts")
+        if (data.get("raw") is None) == (data.get("error") is None):
+            raise ValueError("exactly one of 'raw' and 'error' is set in a prediction")
         return cls(**data)
+
+
+_NONE = type(None)
+_PREDICTION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (types, required)
+    "request_id": ((str,), True), "raw": ((str, _NONE), True), "finish_reason": ((str, _NONE), False),
+    "usage": ((dict,), False), "model": ((str, _NONE), False), "error": ((str, _NONE), False),
+    "runtime": ((dict,), False),
+}
 
 
 class Reader(Protocol):

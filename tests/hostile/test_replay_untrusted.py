@@ -121,3 +121,18 @@ def test_every_configured_target_is_allowed_and_every_allowed_one_is_a_class():
         module, _, name = target.rpartition(".")
         assert isinstance(getattr(importlib.import_module(module), name), type), target
 
+
+
+@pytest.mark.parametrize("edit", ["drop", "duplicate"])
+def test_prediction_rows_must_be_exactly_the_population(tmp_path, edit):
+    from cmc.vault import LabelVault
+
+    def change(manifest: dict, bundle: Path) -> None:
+        rows = (bundle / "predictions.jsonl").read_text().splitlines(keepends=True)
+        rows = rows[1:] if edit == "drop" else rows + rows[:1]
+        (bundle / "predictions.jsonl").write_text("".join(rows))
+
+    bundle = _tampered_bundle(tmp_path, change)
+    verify_seal(bundle)  # consistently re-sealed
+    with pytest.raises(DataError, match=r"predictions.jsonl: (7|9) rows .* do not match the manifest's population"):
+        LabelVault(lambda: pytest.fail("labels opened")).open(bundle)
