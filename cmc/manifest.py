@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cmc.io import canonical_json, sha256_text
 from cmc.readers.compute import DTYPES
+from cmc.secrets import scrub_tree
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
@@ -51,7 +52,8 @@ def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     against the replaying machine's paths."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     raw = OmegaConf.to_container(cfg, resolve=False)
-    return {k: _keep_path_references(v, raw[k]) for k, v in resolved.items() if k not in MACHINE_LOCAL}
+    # Credentials never reach a manifest (a base_url's user:password@, a key in a value).
+    return {k: scrub_tree(_keep_path_references(v, raw[k])) for k, v in resolved.items() if k not in MACHINE_LOCAL}
 
 
 def _keep_path_references(resolved: Any, raw: Any) -> Any:

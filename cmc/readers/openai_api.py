@@ -43,6 +43,7 @@ import httpx
 
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, strip_think
+from cmc.secrets import scrub
 
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 
@@ -110,7 +111,8 @@ class OpenAIReader:
         if max_retries < 0 or concurrency < 1 or max_new_tokens < 1:
             raise ValueError("max_retries >= 0, concurrency >= 1 and max_new_tokens >= 1 are required")
         self.name = name
-        self.base_url = str(base_url).rstrip("/")
+        self._connect_url = str(base_url).rstrip("/")  # as given: it may carry user:password@
+        self.base_url = scrub(self._connect_url)  # what is recorded and shown
         self.model = str(model)
         self.api_key_env = api_key_env
         self.max_new_tokens = int(max_new_tokens)
@@ -196,7 +198,7 @@ class OpenAIReader:
         """One POST. Returns a finished prediction (request_id filled in by the caller),
         or raises _Retryable / _Terminal."""
         try:
-            response = self.client.post(f"{self.base_url}/chat/completions",
+            response = self.client.post(f"{self._connect_url}/chat/completions",
                                         content=body, headers=self._headers())
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
                 httpx.ProxyError, httpx.DecodingError) as exc:
@@ -237,7 +239,7 @@ class OpenAIReader:
         try:
             body = self.payload(request)
         except Exception as exc:  # unserialisable request: nothing was sent
-            return Prediction(request.id, None, error=f"cannot encode request: {exc!r}")
+            return _failed(request, f"cannot encode request: {exc!r}")
         errors: list[str] = []
         for attempt in range(self.max_retries + 1):
             try:
@@ -249,13 +251,12 @@ class OpenAIReader:
                     continue
                 kinds = Counter(e.split(":", 1)[0] for e in errors)
                 seen = ", ".join(f"{k} x{n}" for k, n in kinds.items())
-                return Prediction(request.id, None, error=(
-                    f"transport failure after {attempt + 1} attempts ({seen}); last: {exc}"))
+                return _failed(request, f"transport failure after {attempt + 1} attempts ({seen}); last: {exc}")
             except _Terminal as exc:
                 tried = f" (after {attempt} transport retries)" if attempt else ""
-                return Prediction(request.id, None, error=f"non-retryable{tried}: {exc}")
+                return _failed(request, f"non-retryable{tried}: {exc}")
             except Exception as exc:  # a bug here must not kill a whole run's denominator
-                return Prediction(request.id, None, error=f"reader error: {type(exc).__name__}: {exc}")
+                return _failed(request, f"reader error: {type(exc).__name__}: {exc}")
             return Prediction(request.id, got.raw, got.finish_reason, got.usage, got.model, None)
         raise AssertionError("unreachable")
 
@@ -285,9 +286,9 @@ class OpenAIReader:
         """GET {base_url}/models once, so a run can fail fast on a wrong URL or key before
         it turns every question into an error prediction. Raises RuntimeError."""
         try:
-            response = self.client.get(f"{self.base_url}/models", headers=self._headers())
+            response = self.client.get(f"{self._connect_url}/models", headers=self._headers())
         except httpx.HTTPError as exc:
-            raise RuntimeError(f"{self.base_url}: unreachable ({type(exc).__name__}: {exc})") from exc
+            raise RuntimeError(f"{self.base_url}: unreachable ({type(exc).__name__}: {scrub(str(exc))})") from exc
         if response.status_code in (401, 403):
             raise RuntimeError(f"{self.base_url}: HTTP {response.status_code}; "
                                f"check the key in ${self.api_key_env}")
@@ -297,3 +298,8 @@ class OpenAIReader:
             return [m.get("id") for m in response.json().get("data", [])]
         except (ValueError, AttributeError):
             return []
+
+
+def _failed(request: Request, error: str) -> Prediction:
+    """A terminal failure, its message scrubbed: error bodies can echo headers and keys."""
+    return Prediction(request.id, None, error=scrub(error))
