@@ -11,7 +11,11 @@ from typing import Iterator
 
 from cmc.errors import DataError
 
-_NUMBERED_LINE = re.compile(r"(\d+)\. (.*)\Z", re.DOTALL)
+# A serial as `line()` writes it back: ASCII digits, no leading zero. Any other spelling
+# ("007.", Arabic-Indic digits) would be re-rendered, and the reader would not see the
+# original line, so it is refused rather than normalised.
+_NUMBERED_LINE = re.compile(r"(0|[1-9][0-9]*)\. (.*)\Z", re.DOTALL)
+_NUMBERED_LOOSE = re.compile(r"\s*\d+\s*[.):]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +71,16 @@ class History:
         if not lines:
             raise DataError(f"{source}: empty context for history {history_id!r}")
         header, body = lines[0], lines[1:]
+        if _NUMBERED_LOOSE.match(header):  # no header: taking it as one would drop record 0
+            raise DataError(f"{source}: history {history_id!r} line 1 is a numbered record, not the header line "
+                            f"(e.g. 'Here is a list of facts:'): {header[:80]!r}")
         records = []
         for offset, line in enumerate(body, start=2):
             match = _NUMBERED_LINE.match(line)
             if match is None:
                 raise DataError(
                     f"{source}: history {history_id!r} line {offset} is not a numbered "
-                    f"record ('N. text'): {line[:80]!r}"
+                    f"record ('N. text', N in ASCII digits without leading zeros): {line[:80]!r}"
                 )
             records.append(Record(int(match.group(1)), match.group(2)))
         return cls(history_id, header, tuple(records))
