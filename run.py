@@ -2,16 +2,29 @@
 
     python run.py stage=evidence arm=stale_closure frontend=grammar
     python run.py -m arm=cmc,fact_bm25,latest_state
+
+Bad input (cmc.errors.DataError: a file, field or run that cannot be used) is reported as
+one line on stderr with exit status 2; CMC_TRACEBACK=1 shows the traceback instead.
 """
+import os
+import sys
+
 import hydra
 from omegaconf import DictConfig
 
+from cmc.errors import DataError
 from cmc.runner import run
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    print(run(cfg))
+    try:
+        print(run(cfg))
+    except DataError as exc:
+        if os.environ.get("CMC_TRACEBACK"):
+            raise
+        print(f"cmc: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -33,6 +34,7 @@ from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_file, sha256_text, write_jsonl
 from cmc.journal import PredictionJournal
+from cmc.locks import RunLock
 from cmc.manifest import build_manifest, config_differences, experiment_config, git_state
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Request
@@ -44,6 +46,7 @@ from cmc.vault import LabelVault
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 def build_memories(dataset: Dataset, frontend: Frontend) -> dict[str, Memory]:
@@ -140,7 +143,17 @@ class Run:
 
     @property
     def name(self) -> str:
-        return f"{self.cfg.dataset.name}-{self.cfg.frontend.name}-{self.cfg.population.name}-{self.cfg.arm.name}-{self.cfg.reader.name}"
+        parts = {key: self.cfg[key].name for key in ("dataset", "frontend", "population", "arm", "reader")}
+        for key, part in {**parts, "experiment": self.cfg.experiment.name}.items():
+            if not isinstance(part, str) or not SAFE_NAME.fullmatch(part):  # names become folder names
+                raise DataError(f"{key}.name = {part!r}: use letters, digits, '_', '.' and '-' (not leading '.')")
+        return "-".join(parts.values())
+
+    @cached_property
+    def lock(self) -> RunLock:
+        """Held from generation to seal: one process per run (cmc/locks.py)."""
+        where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}.lock"
+        return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}")
 
     @property
     def bundle_dir(self) -> Path:
@@ -217,6 +230,11 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     if run.sealed:
         log.info("bundle already sealed, nothing to generate: %s", run.bundle_dir)
         return run.bundle_dir
+    with run.lock:
+        return _generate(cfg, run)
+
+
+def _generate(cfg: DictConfig, run: Run) -> Path:
     run_prepare(cfg, run)
     store, journal = run.store(), run.journal()
     journaled = journal.read()
@@ -295,6 +313,13 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
         check_reproduces(run)
         log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
         return run.bundle_dir
+    with run.lock:
+        if run.sealed:  # sealed by the process that held the lock before us
+            return run_seal(cfg, run)
+        return _seal(cfg, run)
+
+
+def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = json.loads((run.work_dir / "manifest.json").read_text())
     requests, packets, store = run.requests, run.packets(), run.store()
     predictions: list[Prediction] = []
