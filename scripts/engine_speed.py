@@ -2,7 +2,7 @@
 Q4_K_M GGUF (reader=qwen25_coder_05b_llamacpp) vs transformers on the de-quantized copy in
 the config's compute dtype (reader=qwen25_coder_05b, fp32). A one-off measurement, not a test.
 
-    python scripts/engine_speed.py [--size 05b] [--decode 32]
+    python scripts/engine_speed.py [--size 05b] [--decode 32] [--threads N] [--llama-cpp-only]
 
 Both engines get identical token ids (a ~300- and a ~1,900-token FactConsolidation request
 over the 6K history's first facts), start cold, and decode a fixed number of greedy tokens
@@ -72,15 +72,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="05b", choices=["05b", "15b"])
     parser.add_argument("--decode", type=int, default=32)
+    parser.add_argument("--threads", type=int, help="llama.cpp threads (default: the usable CPUs)")
+    parser.add_argument("--llama-cpp-only", action="store_true")
     args = parser.parse_args()
-    cpp = instantiate_known(compose_config(f"reader=qwen25_coder_{args.size}_llamacpp").reader)
+    threads = [f"reader.n_threads={args.threads}"] if args.threads else []
+    cpp = instantiate_known(compose_config(f"reader=qwen25_coder_{args.size}_llamacpp", *threads).reader)
     hf = instantiate_known(compose_config(f"reader=qwen25_coder_{args.size}").reader)
+    engines = [(f"llama.cpp {cpp.runtime['llama_cpp']} Q4_K_M, {cpp.n_threads} threads", llama_cpp_timer(cpp))]
+    if not args.llama_cpp_only:
+        engines.append((f"transformers {hf.dtype}", transformers_timer(hf)))
     batch = requests(cpp)
     print(f"llama.cpp system info: {cpp.runtime['system_info']}")
     print(f"| engine | prompt tokens | prefill s | prefill tok/s | decode tok/s ({args.decode} tokens) |")
     print("|---|---:|---:|---:|---:|")
-    for engine, timer in ((f"llama.cpp {cpp.runtime['llama_cpp']} Q4_K_M, {cpp.n_threads} threads", llama_cpp_timer(cpp)),
-                          (f"transformers {hf.dtype}", transformers_timer(hf))):
+    for engine, timer in engines:
         timer(batch[0][:32], 2)  # warm-up: load weights, allocate
         for ids in batch:
             prefill, decode = timer(ids, args.decode)
