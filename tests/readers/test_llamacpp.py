@@ -26,6 +26,9 @@ from tests.conftest import PARQUET, ROOT, compose_config
 needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
                                  reason="llama-cpp-python is not installed (make llamacpp / pip install .[llamacpp])")
 READER = "qwen25_coder_05b_llamacpp"
+# One thread: under pytest -n 2 other tests share the CPU, and llama.cpp's threads spin at
+# every op barrier (2 threads on 2 busy cores decoded 0.4 tok/s, 1 thread 12.8).
+THREADS = "reader.n_threads=1"
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +58,7 @@ def compose_prompt() -> Prompt:
 
 
 def make_reader(**overrides: object) -> LlamaCppReader:
-    cfg = compose_config(f"reader={READER}", *(f"reader.{k}={v}" for k, v in overrides.items())).reader
+    cfg = compose_config(f"reader={READER}", THREADS, *(f"reader.{k}={v}" for k, v in overrides.items())).reader
     return instantiate_known(cfg, "test")
 
 
@@ -149,7 +152,7 @@ def test_prefix_reuse_gives_the_tokens_of_cold_runs(prompt: Prompt) -> None:
 def test_run_py_end_to_end_seals_and_scores(tmp_path: Path) -> None:
     results = tmp_path / "results"
     done = subprocess.run(
-        [sys.executable, "run.py", f"reader={READER}", "population=quick", "arm=cmc",
+        [sys.executable, "run.py", f"reader={READER}", THREADS, "population=quick", "arm=cmc",
          f"paths.results_dir={results}", f"paths.cache_dir={tmp_path / 'cache'}",
          f"hydra.run.dir={tmp_path / 'hydra'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=1200)
