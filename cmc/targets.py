@@ -29,7 +29,7 @@ KNOWN_TARGETS = frozenset({
     # datasets and populations
     "cmc.sources.rows.RowDataset", "cmc.population.Population",
     # readers and where their weights come from
-    "cmc.readers.hf.HFReader", "cmc.readers.openai_api.OpenAIReader",
+    "cmc.readers.hf.HFReader", "cmc.readers.llamacpp.LlamaCppReader", "cmc.readers.openai_api.OpenAIReader",
     "cmc.readers.models.HubModel", "cmc.readers.models.LocalModel", "cmc.readers.models.PackagedModel",
     "cmc.readers.offline.PyPIGGUFModel",
 })

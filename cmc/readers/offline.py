@@ -10,7 +10,7 @@ Cache layout under `cache_dir` (default ~/.cache/cmc-harness/models):
 
     <name>-<sha12>/                 the converted folder `from_pretrained` loads
         .cmc-complete.json          marker, written before the folder is renamed into place
-    <name>-<sha12>-gguf/<file>      the joined GGUF, kept only with keep_gguf=True
+    <name>-<sha12>-gguf/<file>      the joined GGUF, kept with keep_gguf=True or by gguf_path()
     .<name>-<sha12>.lock            fcntl lock taken while obtaining and converting
     .<name>-<sha12>.tmp-*           work in progress (removed on failure or by the next run)
 
@@ -331,14 +331,34 @@ class PyPIGGUFModel:
             (out / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             _finish_tree(out)
             self._install(out)
-            if joined is not None and self.keep_gguf and not self.kept_gguf.exists():
-                self.kept_gguf.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(joined, self.kept_gguf)
+            if joined is not None and self.keep_gguf:
+                self._keep(joined)
             stats["folder_bytes"] = sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
             self.stats = stats
             return self.folder
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def gguf_path(self) -> Path:
+        """The verified official GGUF itself, for engines that run it as it is (llama.cpp)
+        rather than the converted folder: the kept copy, else the HF cache's, else joined
+        from the carriers into the kept location. Its sha256 is checked on every call."""
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with _locked(self._lock_path):
+            tmp = self.cache_dir / f".{self.key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir(parents=True)
+            try:
+                gguf, _, joined = self._obtain(tmp)
+                return self._keep(joined) if joined is not None else gguf
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _keep(self, joined: Path) -> Path:
+        """Move a verified joined GGUF to the kept location (unless one is there already)."""
+        if not self.kept_gguf.exists():
+            self.kept_gguf.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(joined, self.kept_gguf)
+        return self.kept_gguf
 
     def _install(self, out: Path) -> None:
         """Atomic rename into place; if someone else's complete copy is already there

@@ -254,6 +254,21 @@ def test_keep_gguf_keeps_a_verified_copy_and_reuses_it(carriers, tmp_path):
     assert again.stats["source"] == "kept" and len(StubConvert.calls) == 2
 
 
+def test_gguf_path_joins_once_into_the_kept_location_and_reverifies(carriers, tmp_path):
+    cache = tmp_path / "cache"
+    source = carriers.source(cache)
+    path = source.gguf_path()
+    assert path == source.kept_gguf and path.read_bytes() == carriers.blob
+    assert leftovers(cache) == [] and StubConvert.calls == [], "no conversion for the GGUF itself"
+    carriers.part(1).write_bytes(b"gone")  # the carriers are no longer needed
+    assert carriers.source(cache).gguf_path() == path
+    with open(path, "r+b") as handle:  # a corrupted kept copy is dropped, and the carriers are bad too
+        handle.write(b"\0" * 8)
+    with pytest.raises(DataError, match="parts hold"):
+        carriers.source(cache).gguf_path()
+    assert not path.exists()
+
+
 def test_stale_work_and_an_unmarked_folder_are_rebuilt(carriers, tmp_path):
     cache = tmp_path / "cache"
     source = carriers.source(cache)
