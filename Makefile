@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench memstream table1 tables
+.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench bench-readers memstream table1 tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ screen: $(READERS) ## label screen of appendix B.3 (flag counts vs the paper's 7
 
 bench: $(READERS) ## compile time per history and CMC read latency vs a naive scan
 	$(PY) scripts/bench.py
+
+bench-readers: $(OFFLINE) $(LLAMACPP) ## every CPU engine side by side (fp32, bf16, llama.cpp) on one reader: BENCH_READER=qwen25_coder_15b
+	$(PY) scripts/bench_readers.py --reader $(or $(BENCH_READER),qwen25_coder_15b)
 
 memstream: $(READERS) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/to/CF3k
 	$(PY) scripts/build_memstream.py --src $(SRC) --out datasets/mquake_memstream --sensitivity
