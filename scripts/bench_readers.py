@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.readers.compute import auto_dtype, cpu_summary  # noqa: E402
 
+MIN_DECODE_TOKENS = 32  # a short answer's decode time is lost in the noise of two prefills
 ENGINES = {  # name -> reader overrides (the llama.cpp reader config is <reader>_llamacpp)
     "fp32": ["reader.dtype=float32", "reader.prefix_cache=false"],
     "bf16": ["reader.dtype=bfloat16", "reader.prefix_cache=false"],
@@ -96,24 +97,27 @@ def child(engine: str, reader_name: str, extraction_tokens: int) -> dict:
         new = prediction.usage["completion_tokens"]
         result[kind] = {"input_tokens": len(request.input_ids), "new_tokens": new, "seconds": round(total_s, 2),
                         "prefill_tok_s": round(len(request.input_ids) / first_s, 1),
-                        "decode_tok_s": round((new - 1) / max(total_s - first_s, 1e-9), 2) if new > 1 else None}
+                        # from the difference of two runs: meaningful only over many new tokens
+                        "decode_tok_s": round((new - 1) / (total_s - first_s), 2) if new >= MIN_DECODE_TOKENS else None}
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return result
 
 
 def memory_bandwidth_gbs(mib: int = 512, repeats: int = 5) -> float:
-    """Best of a few large copies (bytes read + written per second)."""
-    import numpy as np
+    """Best of a few large copies on all usable CPUs (torch copies in parallel, as decoding
+    reads weights on all threads): bytes read + written per second."""
+    import torch
 
-    src = np.ones(mib * 2**20 // 8)
-    dst = np.empty_like(src)
+    torch.set_num_threads(cpu_summary()["usable_cpus"])
+    src = torch.ones(mib * 2**20 // 4)
+    dst = torch.empty_like(src)
     best = min(_copy_seconds(src, dst) for _ in range(repeats))
-    return round(2 * src.nbytes / best / 1e9, 2)
+    return round(2 * src.numel() * 4 / best / 1e9, 2)
 
 
 def _copy_seconds(src, dst) -> float:
     start = time.perf_counter()
-    dst[...] = src
+    dst.copy_(src)
     return time.perf_counter() - start
 
 
