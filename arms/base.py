@@ -23,6 +23,9 @@ class RenderingArm:
     """Base for arms that pick record positions and render them under one budget."""
 
     def __init__(self, name: str, budget_chars: int | None = DEFAULT_BUDGET_CHARS) -> None:
+        if budget_chars is not None and (not isinstance(budget_chars, int) or isinstance(budget_chars, bool)
+                                         or budget_chars < 1):
+            raise ValueError(f"budget_chars must be a positive integer or null, got {budget_chars!r}")
         self.name = name
         self.budget_chars = budget_chars
 

@@ -24,8 +24,8 @@ class GraphRead(RenderingArm):
         empty_fallback: Fallback = "latest_state",
     ) -> None:
         super().__init__(name, budget_chars)
-        if max_hops < 1:
-            raise ValueError(f"max_hops must be >= 1, got {max_hops}")
+        if not isinstance(max_hops, int) or isinstance(max_hops, bool) or max_hops < 1:
+            raise ValueError(f"max_hops must be an integer >= 1, got {max_hops!r}")
         self.max_hops = max_hops
         self.empty_fallback = empty_fallback
 

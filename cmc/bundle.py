@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cmc.errors import DataError
-from cmc.io import atomic_write_text, canonical_json, jsonl_text, sha256_file, sha256_text
+from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, read_jsonl, sha256_file, sha256_text
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"
@@ -92,12 +92,14 @@ def _verified_record(bundle: Path) -> dict[str, Any]:
 
 
 def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:
-    with open(Path(path) / name, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return read_jsonl(Path(path) / name)
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
-    return json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_json(Path(path) / "manifest.json")
+    if not isinstance(manifest, dict):
+        raise DataError(f"{Path(path) / 'manifest.json'}: a manifest is a JSON object")
+    return manifest
 
 
 def run_slice(path: str | Path) -> dict[str, str]:

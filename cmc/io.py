@@ -6,6 +6,8 @@ import json
 import os
 import tempfile
 from pathlib import Path
+
+from cmc.errors import DataError
 from typing import Any, Iterable
 
 
@@ -53,5 +55,30 @@ def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> Path:
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    """Every non-blank line's JSON value; DataError names the file and line of a bad one."""
+    rows = []
+    for number, line in enumerate(_read_text(path).split("\n"), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise DataError(f"{path}: line {number} is not JSON ({exc})") from exc
+    return rows
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """One JSON document; DataError names the file when it is missing, not UTF-8 or not JSON."""
+    try:
+        return json.loads(_read_text(path))
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc})") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from exc

@@ -32,7 +32,8 @@ from cmc.errors import DataError
 from cmc.evidence import Evidence, rebuild_text
 from cmc.frontends import Frontend
 from cmc.graph import Memory, compile_memory
-from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_jsonl, sha256_file, sha256_text, write_jsonl
+from cmc.io import (atomic_write_text, canonical_json, jsonl_text, read_json, read_jsonl, sha256_file, sha256_text,
+                    write_jsonl)
 from cmc.journal import PredictionJournal
 from cmc.locks import RunLock
 from cmc.manifest import build_manifest, config_differences, experiment_config, git_state
@@ -92,7 +93,7 @@ def write_evidence(cfg: DictConfig, dataset_pin: dict[str, Any], packets: Iterab
 def evidence_is_current(cfg: DictConfig, dataset_pin: dict[str, Any]) -> bool:
     path = evidence_path(cfg)
     config = path.with_suffix(".config.json")
-    return path.is_file() and config.is_file() and json.loads(config.read_text()) == evidence_config(cfg, dataset_pin)
+    return path.is_file() and config.is_file() and read_json(config) == evidence_config(cfg, dataset_pin)
 
 
 @dataclass
@@ -212,13 +213,15 @@ def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
 def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     """Freeze the manifest (config, pins, preregistered contrasts) before any generation."""
     run = run or Run(cfg)
+    if not run.questions:  # nothing to seal or score: say so before anything is frozen
+        raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
     requests = run.requests
-    pin = requests[0].pin if requests else {}
+    pin = requests[0].pin
     manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, pin, run.prompt.version, ROOT)
     path = run.work_dir / "manifest.json"
     if not path.is_file():
         atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    elif changed := config_differences(json.loads(path.read_text())["config"], manifest["config"]):
+    elif changed := config_differences(read_manifest(path.parent).get("config", {}), manifest["config"]):
         raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
                         f"move it away to start over")
     return path
@@ -320,7 +323,7 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
 
 
 def _seal(cfg: DictConfig, run: Run) -> Path:
-    manifest = json.loads((run.work_dir / "manifest.json").read_text())
+    manifest = read_json(run.work_dir / "manifest.json")
     requests, packets, store = run.requests, run.packets(), run.store()
     predictions: list[Prediction] = []
     for request in requests:

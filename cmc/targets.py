@@ -66,7 +66,14 @@ def config_nodes(node: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 
 def instantiate_known(node: Any, where: str = "config", **kwargs: Any) -> Any:
     """hydra.utils.instantiate, after checking every `_target_` in the node."""
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     check_targets(node, where)
-    return instantiate(node, **kwargs)
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:  # a bad value for one of our classes: name it, one line
+        cause = exc.__cause__
+        if isinstance(cause, (ValueError, TypeError)) and not isinstance(cause, DataError):
+            raise DataError(f"{where}: {cause}") from exc
+        raise

@@ -21,9 +21,10 @@ class LabelVault:
         verify_seal(bundle)
         wanted = check_population(bundle)
         labels = self._load_labels()
-        missing = [q for q in wanted if q not in labels]
+        missing = [q for q in wanted if not labels.get(q)]  # absent, or no gold string to match
         if missing:
-            raise DataError(f"{bundle}: no labels for {len(missing)} question(s), e.g. {missing[:3]}")
+            raise DataError(f"{bundle}: no gold answer for {len(missing)} question(s), e.g. {missing[:3]}; "
+                            f"the bundle is kept, nothing was scored")
         return {q: tuple(labels[q]) for q in wanted}
 
 

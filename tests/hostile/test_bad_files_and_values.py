@@ -1,0 +1,63 @@
+"""Bad files and values get one clear error naming the file or key, before anything is
+sealed or scored, and leave what was written as it was."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cmc.bundle import read_manifest
+from cmc.errors import DataError
+from cmc.io import read_json, read_jsonl
+from cmc.runner import Run, run_prepare
+from cmc.targets import instantiate_known
+from cmc.vault import LabelVault
+from tests.conftest import compose_config
+from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
+
+
+@pytest.mark.parametrize("content, why", [
+    (b'{"config": ', "not valid JSON"),
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b"[1, 2]", "a manifest is a JSON object"),
+])
+def test_a_broken_manifest_names_the_file(tmp_path, content, why):
+    (tmp_path / "manifest.json").write_bytes(content)
+    with pytest.raises(DataError, match=rf"manifest.json: .*{why}"):
+        read_manifest(tmp_path)
+
+
+def test_a_missing_file_and_a_bad_jsonl_line_are_named(tmp_path):
+    with pytest.raises(DataError, match=r"nope.json: cannot be read"):
+        read_json(tmp_path / "nope.json")
+    (tmp_path / "rows.jsonl").write_text('{"a": 1}\n{"a": \n')
+    with pytest.raises(DataError, match=r"rows.jsonl: line 2 is not JSON"):
+        read_jsonl(tmp_path / "rows.jsonl")
+
+
+@pytest.mark.parametrize("override, key", [
+    ("arm.max_hops=1.5", "max_hops must be an integer"),
+    ("arm.max_hops=0", "max_hops must be an integer"),
+    ("arm.budget_chars=-5", "budget_chars must be a positive integer"),
+    ("arm.budget_chars=lots", "budget_chars must be a positive integer"),
+])
+def test_a_mistyped_arm_value_is_one_data_error(override, key):
+    with pytest.raises(DataError, match=rf"arm: {key}"):
+        instantiate_known(compose_config("arm=cmc", override).arm, "arm")
+
+
+def test_an_empty_population_stops_before_anything_is_frozen(tmp_path):
+    cfg = compose_config("arm=cmc", "population=quick", "population.lengths=[]", "population.name=none",
+                         f"paths.results_dir={tmp_path}", f"paths.cache_dir={tmp_path / 'c'}")
+    with pytest.raises(DataError, match="population 'none' selects no question"):
+        run_prepare(cfg, Run(cfg))
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("labels", [{}, "empty"])
+def test_a_question_without_gold_is_named_and_nothing_is_scored(tmp_path, labels):
+    bundle = _tampered_bundle(tmp_path, lambda manifest, bundle: None)
+    ids = [json.loads(line)["question_id"] for line in (SOURCE / "predictions.jsonl").read_text().splitlines()]
+    gold = {q: ("x",) for q in ids[1:]} | ({} if labels == {} else {ids[0]: ()})
+    with pytest.raises(DataError, match=rf"no gold answer for 1 question\(s\), e.g. \['{ids[0]}'\]"):
+        LabelVault(lambda: gold).open(bundle)
