@@ -6,25 +6,16 @@
 Bad input (cmc.errors.DataError: a file, field or run that cannot be used) is reported as
 one line on stderr with exit status 2; CMC_TRACEBACK=1 shows the traceback instead.
 """
-import os
-import sys
-
 import hydra
 from omegaconf import DictConfig
 
-from cmc.errors import DataError
+from cmc.errors import report_data_errors
 from cmc.runner import run
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    try:
-        print(run(cfg))
-    except DataError as exc:
-        if os.environ.get("CMC_TRACEBACK"):
-            raise
-        print(f"cmc: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    print(report_data_errors(lambda: run(cfg)))
 
 
 if __name__ == "__main__":

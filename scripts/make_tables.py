@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
+from cmc.errors import report_data_errors  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
@@ -146,4 +147,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    report_data_errors(main)

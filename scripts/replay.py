@@ -10,6 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cmc.errors import report_data_errors  # noqa: E402
 from cmc.replay import replay  # noqa: E402
 
 if __name__ == "__main__":
@@ -17,7 +18,7 @@ if __name__ == "__main__":
     parser.add_argument("bundle", help="a sealed bundle folder")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for this machine (data or model paths)")
     args = parser.parse_args()
-    report = replay(args.bundle, args.overrides)
+    report = report_data_errors(lambda: replay(args.bundle, args.overrides))
     print(f"{report.bundle}: seal {report.seal[:16]}, {report.checked} predictions checked")
     for line in report.mismatches:
         print(f"MISMATCH {line}")

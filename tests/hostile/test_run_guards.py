@@ -41,3 +41,16 @@ def test_a_second_process_on_the_same_run_stops_at_once(tmp_path, tiny_model_dir
                               cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "is already running in pid" in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "results" / "work").exists()  # it stopped before freezing anything
+
+
+def test_replaying_a_hostile_bundle_prints_one_line(tmp_path):
+    from tests.hostile.test_replay_untrusted import _tampered_bundle
+
+    def edit(manifest: dict, bundle) -> None:
+        manifest["config"]["arm"]["_target_"] = "os.system"
+
+    bundle = _tampered_bundle(tmp_path, edit)
+    done = subprocess.run([sys.executable, "scripts/replay.py", str(bundle)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("cmc: error: ") and "'os.system'" in done.stderr
