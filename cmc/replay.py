@@ -34,12 +34,12 @@ class ReplayReport:
         return not self.mismatches
 
 
-def replay_config(bundle: Path, overrides: Sequence[str] = ()) -> DictConfig:
+def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | None = None) -> DictConfig:
     """This machine's default config (for its paths) with every recorded node put back
     whole (a node is replaced, not merged, so no key of another choice leaks in), then the
     caller's overrides (e.g. a local dataset or model path). The recorded config is checked
     before anything is composed: a bundle is someone else's data, never code to run."""
-    recorded = read_manifest(bundle)["config"]
+    recorded = (manifest or read_manifest(bundle))["config"]
     check_recorded_config(recorded, f"{bundle / 'manifest.json'}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config")
@@ -66,7 +66,8 @@ def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | 
     bundle = Path(bundle)
     report = ReplayReport(str(bundle))
     report.seal = verify_seal(bundle)
-    run = Run(replay_config(bundle, overrides), frozen_reader_pin=read_manifest(bundle)["reader_pin"])
+    manifest = read_manifest(bundle)
+    run = Run(replay_config(bundle, overrides, manifest), frozen_reader_pin=manifest["reader_pin"])
     stored = read_bundle_jsonl(bundle, "evidence.jsonl")
     rebuilt = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories, run.questions)]
     _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))

@@ -90,8 +90,9 @@ def child(engine: str, reader_name: str, extraction_tokens: int) -> dict:
     load_weights(reader)
     result = {"engine": engine, "reader": name, "load_s": round(time.perf_counter() - start, 2),
               "dtype": getattr(reader, "dtype", "gguf")}
-    timed_generate(reader, build_requests(reader, overrides, extraction_tokens)["cmc"], 2)  # warm-up
-    for kind, request in build_requests(reader, overrides, extraction_tokens).items():
+    requests = build_requests(reader, overrides, extraction_tokens)
+    timed_generate(reader, requests["cmc"], 2)  # warm-up
+    for kind, request in requests.items():
         first_s, _ = timed_generate(reader, request, 1)
         total_s, prediction = timed_generate(reader, request)
         new = prediction.usage["completion_tokens"]

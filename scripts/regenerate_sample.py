@@ -48,7 +48,7 @@ def sample(run: Run, requests: list[dict], per_cell: int, max_tokens: int, seed:
 def check_bundle(bundle: Path, per_cell: int, max_tokens: int, seed: int) -> dict:
     verify_seal(bundle)
     manifest = read_manifest(bundle)
-    run = Run(replay_config(bundle), frozen_reader_pin=manifest["reader_pin"])
+    run = Run(replay_config(bundle, manifest=manifest), frozen_reader_pin=manifest["reader_pin"])
     requests, predictions = read_bundle_jsonl(bundle, "requests.jsonl"), read_bundle_jsonl(bundle, "predictions.jsonl")
     evidence = read_bundle_jsonl(bundle, "evidence.jsonl")
     rows = sample(run, requests, per_cell, max_tokens, seed)
