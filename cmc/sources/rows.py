@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cmc.errors import DataError
@@ -53,11 +54,7 @@ class RowDataset:
     def _read(self) -> list[dict[str, Any]]:
         if self._rows is None:
             self.path = fetch_pinned(local=self._pin["local"], **self.pin)
-            table = pq.read_table(self.path)
-            missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
-            if missing:
-                raise DataError(f"{self.path}: missing column(s) {missing}; found {table.column_names}")
-            self._rows = table.select(list(REQUIRED_COLUMNS)).to_pylist()
+            self._rows = _read_columns(self.path, REQUIRED_COLUMNS)
         return self._rows
 
     def _row_fields(self, index: int, row: dict[str, Any]) -> tuple[str, str, list[str], list[str]]:
@@ -100,6 +97,21 @@ class RowDataset:
             for qid, answer in zip(ids, row["answers"]):
                 labels[qid] = tuple(answer)
         return labels
+
+
+def _read_columns(path: Path, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of a parquet file; a damaged file or a string cell that is not UTF-8 is a
+    DataError naming the file (pyarrow would raise its own error or a bare UnicodeDecodeError)."""
+    try:
+        table = pq.read_table(path)
+        missing = [c for c in columns if c not in table.column_names]
+        if missing:
+            raise DataError(f"{path}: missing column(s) {missing}; found {table.column_names}")
+        return table.select(list(columns)).to_pylist()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: a text cell is not UTF-8 ({exc})") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({exc})") from exc
 
 
 def _card_sha256(card: str | None, path: str | None) -> str:

@@ -13,6 +13,7 @@ from cmc.runner import Run, run_prepare
 from cmc.targets import instantiate_known
 from cmc.vault import LabelVault
 from tests.conftest import compose_config
+from tests.hostile.conftest import left_unchanged
 from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
 
 
@@ -23,7 +24,7 @@ from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
 ])
 def test_a_broken_manifest_names_the_file(tmp_path, content, why):
     (tmp_path / "manifest.json").write_bytes(content)
-    with pytest.raises(DataError, match=rf"manifest.json: .*{why}"):
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=rf"manifest.json: .*{why}"):
         read_manifest(tmp_path)
 
 
@@ -59,5 +60,48 @@ def test_a_question_without_gold_is_named_and_nothing_is_scored(tmp_path, labels
     bundle = _tampered_bundle(tmp_path, lambda manifest, bundle: None)
     ids = [json.loads(line)["question_id"] for line in (SOURCE / "predictions.jsonl").read_text().splitlines()]
     gold = {q: ("x",) for q in ids[1:]} | ({} if labels == {} else {ids[0]: ()})
-    with pytest.raises(DataError, match=rf"no gold answer for 1 question\(s\), e.g. \['{ids[0]}'\]"):
+    with left_unchanged(bundle), pytest.raises(DataError, match=rf"no gold answer for 1 question\(s\), e.g. \['{ids[0]}'\]"):
         LabelVault(lambda: gold).open(bundle)
+
+
+def _parquet_with_context(path, context_cells) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    raw = pa.array(context_cells, type=pa.binary())
+    text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())  # bytes stored as a string column, unchecked
+    pq.write_table(pa.table({"context": text, "questions": [["q"]] * len(raw), "answers": [[["a"]]] * len(raw),
+                             "metadata": [{"source": "f_sh_6k", "qa_pair_ids": ["x"]}] * len(raw)}), path)
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("truncate", "not a readable parquet file"),
+    ("non_utf8", "a text cell is not UTF-8"),
+    ("not_parquet", "not a readable parquet file"),
+])
+def test_a_damaged_parquet_is_named_even_under_a_matching_pin(tmp_path, damage, why):
+    from cmc.io import sha256_file
+    from cmc.sources.rows import RowDataset
+
+    path = tmp_path / "rows.parquet"
+    _parquet_with_context(path, [b"0. ok\n", b"0. caf\xe9\n"] if damage == "non_utf8" else [b"0. ok\n"])
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:-20])
+    elif damage == "not_parquet":
+        path.write_bytes(b'{"context": "a json file renamed"}')
+    dataset = RowDataset("f", str(path), sha256=sha256_file(path))  # the user re-pinned the damaged file
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=rf"rows.parquet: {why}"):
+        dataset.load()
+
+
+def test_an_edited_byte_in_the_real_parquet_is_refused_by_its_pin(tmp_path):
+    from tests.conftest import PARQUET
+
+    copy = tmp_path / "factconsolidation" / "Conflict_Resolution.parquet"
+    copy.parent.mkdir()
+    data = bytearray(PARQUET.read_bytes())
+    data[len(data) // 2] ^= 0x80  # one bit of one byte, mid-file
+    copy.write_bytes(bytes(data))
+    dataset = instantiate_known(compose_config(f"paths.data_dir={tmp_path}").dataset, "dataset")
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=r"Conflict_Resolution.parquet: sha256 .* does not match"):
+        dataset.load()

@@ -35,11 +35,15 @@ def _config(tmp_path, server, *extra):
                           *extra)
 
 
-def test_an_outage_is_not_sealed_and_a_rerun_retries_only_the_failures(tmp_path, server):
-    server.inject("ok", "500", "503", "ok")  # two of four requests fail
+@pytest.mark.parametrize("faults", [
+    ("ok", "500", "503", "ok"), ("502", "ok", "ok", "429"), ("drop", "ok", "badjson", "ok"),
+    ("ok", "nochoices", "ok", "500"), ("400", "ok", "401", "ok"), ("ok", "ok", "404", "413"),
+], ids="-".join)
+def test_an_outage_is_not_sealed_and_a_rerun_retries_only_the_failures(tmp_path, server, faults):
+    server.inject(*faults)  # two of four requests fail, whatever the fault
     with pytest.raises(DataError, match=r"2 of 4 requests failed .*nothing was sealed.*retry only"):
         run(_config(tmp_path, server))
-    assert not tmp_path.joinpath(*BUNDLE).exists()
+    assert not tmp_path.joinpath(*BUNDLE).exists() and not tmp_path.joinpath("scores").exists()
     answered = sum(server.counts.values())
     run(_config(tmp_path, server))  # the server is back
     assert sum(server.counts.values()) == answered + 2  # only the two failures were sent again

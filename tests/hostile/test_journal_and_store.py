@@ -10,6 +10,7 @@ from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.journal import PredictionJournal
 from cmc.readers.base import Prediction
+from tests.hostile.conftest import left_unchanged
 
 GOOD = {"request_id": "r1", "raw": "Paris", "finish_reason": "stop", "usage": {"prompt_tokens": 3}, "model": "m",
         "error": None}
@@ -34,27 +35,28 @@ def _journal(tmp_path, *rows) -> PredictionJournal:
 ])
 def test_a_mistyped_journal_line_names_file_and_line(tmp_path, bad, why):
     journal = _journal(tmp_path, GOOD | {"request_id": "r0"}, bad)
-    with pytest.raises(DataError, match=rf"predictions.jsonl: line 2 is not a prediction .*{why}"):
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=rf"predictions.jsonl: line 2 is not a prediction .*{why}"):
         journal.read()
 
 
 def test_a_conflicting_duplicate_names_both_lines_and_an_identical_one_is_kept_once(tmp_path):
     assert len(_journal(tmp_path, GOOD, GOOD).read()) == 1
-    with pytest.raises(DataError, match=r"lines 1 and 3 give different answers for request r1"):
-        _journal(tmp_path, GOOD, GOOD | {"request_id": "r2"}, GOOD | {"raw": "Lyon"}).read()
+    journal = _journal(tmp_path, GOOD, GOOD | {"request_id": "r2"}, GOOD | {"raw": "Lyon"})
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=r"lines 1 and 3 give different answers for request r1"):
+        journal.read()
 
 
 def test_non_utf8_bytes_in_a_journal_are_named(tmp_path):
     path = tmp_path / "predictions.jsonl"
     path.write_bytes(json.dumps(GOOD).encode() + b"\n\xff\xfe\n")
-    with pytest.raises(DataError, match="predictions.jsonl: not UTF-8"):
+    with left_unchanged(tmp_path), pytest.raises(DataError, match="predictions.jsonl: not UTF-8"):
         PredictionJournal(path).read()
 
 
 def test_a_corrupt_store_says_how_to_rebuild_it(tmp_path):
     path = tmp_path / "predictions.sqlite"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(DataError, match=r"predictions.sqlite: unreadable prediction store .*journal"):
+    with left_unchanged(path), pytest.raises(DataError, match=r"predictions.sqlite: unreadable prediction store .*journal"):
         PredictionStore(path).get("r1")
 
 

@@ -21,6 +21,7 @@ from cmc.errors import DataError
 from cmc.io import sha256_file
 from cmc.replay import replay
 from cmc.targets import KNOWN_TARGETS, UnknownTargetError, check_targets, config_nodes
+from tests.hostile.conftest import left_unchanged
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "results" / "bundles" / "table1" / "factconsolidation-grammar-quick-cmc-qwen25_coder_15b"
@@ -59,7 +60,7 @@ def test_pickle_loader_target_is_refused_before_anything_loads(tmp_path):
     payload.write_bytes(pickle.dumps(_Payload(marker)))
     bundle = _tampered_bundle(tmp_path, _pickle_loader_arm(payload))
     verify_seal(bundle)  # the attacker re-sealed it: integrity holds, authorship is not proven
-    with pytest.raises(UnknownTargetError, match=r"arm\._target_ = 'pandas.read_pickle'"):
+    with left_unchanged(bundle, SOURCE), pytest.raises(UnknownTargetError, match=r"arm\._target_ = 'pandas.read_pickle'"):
         replay(bundle)
     assert not marker.exists()
 
@@ -72,7 +73,7 @@ def test_a_payload_shipped_inside_the_bundle_is_refused_by_the_seal_check(tmp_pa
         _pickle_loader_arm(bundle / "payload.pkl")(manifest, bundle)
 
     bundle = _tampered_bundle(tmp_path, edit)
-    with pytest.raises(SealError, match=r"beyond a bundle's \(payload.pkl\)"):
+    with left_unchanged(bundle), pytest.raises(SealError, match=r"beyond a bundle's \(payload.pkl\)"):
         replay(bundle)
     assert not marker.exists()
 
@@ -81,16 +82,18 @@ def test_a_nested_target_is_found(tmp_path):
     def edit(manifest: dict, bundle: Path) -> None:
         manifest["config"]["reader"]["model"]["_target_"] = "os.system"
 
-    with pytest.raises(UnknownTargetError, match=r"reader\.model\._target_ = 'os.system'"):
-        replay(_tampered_bundle(tmp_path, edit))
+    bundle = _tampered_bundle(tmp_path, edit)
+    with left_unchanged(bundle), pytest.raises(UnknownTargetError, match=r"reader\.model\._target_ = 'os.system'"):
+        replay(bundle)
 
 
 def test_an_environment_resolver_in_a_recorded_value_is_refused(tmp_path):
     def edit(manifest: dict, bundle: Path) -> None:
         manifest["config"]["arm"]["name"] = "${oc.env:OPENAI_API_KEY}"
 
-    with pytest.raises(DataError, match=r"config\.arm\.name .* interpolates"):
-        replay(_tampered_bundle(tmp_path, edit))
+    bundle = _tampered_bundle(tmp_path, edit)
+    with left_unchanged(bundle), pytest.raises(DataError, match=r"config\.arm\.name .* interpolates"):
+        replay(bundle)
 
 
 def test_a_carrier_module_path_is_refused(tmp_path):
@@ -104,7 +107,7 @@ def test_a_carrier_module_path_is_refused(tmp_path):
 def test_a_malformed_seal_names_the_file(tmp_path):
     bundle = _tampered_bundle(tmp_path, lambda manifest, bundle: None)
     (bundle / SEAL).write_text("{not json")
-    with pytest.raises(SealError, match=r"SEAL: not a SEAL record"):
+    with left_unchanged(bundle), pytest.raises(SealError, match=r"SEAL: not a SEAL record"):
         verify_seal(bundle)
 
 
@@ -134,5 +137,5 @@ def test_prediction_rows_must_be_exactly_the_population(tmp_path, edit):
 
     bundle = _tampered_bundle(tmp_path, change)
     verify_seal(bundle)  # consistently re-sealed
-    with pytest.raises(DataError, match=r"predictions.jsonl: (7|9) rows .* do not match the manifest's population"):
+    with left_unchanged(bundle), pytest.raises(DataError, match=r"predictions.jsonl: (7|9) rows .* do not match the manifest's population"):
         LabelVault(lambda: pytest.fail("labels opened")).open(bundle)

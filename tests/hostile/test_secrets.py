@@ -3,13 +3,16 @@ echoes and key-like strings, in manifests, request pins and predictions."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from cmc.bundle import read_bundle_jsonl
 from cmc.readers.openai_api import OpenAIReader
 from cmc.secrets import REDACTED, scrub
-from tests.conftest import compose_config
+from tests.conftest import ROOT, compose_config
 
 SECRET = "hunter2-Sup3rSecret"
 
@@ -60,3 +63,40 @@ def test_no_secret_in_any_file_a_failed_api_run_writes(tmp_path, tiny_model_dir)
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("override", [
+    f"reader.base_url=https://alice:{SECRET}@api.example.com/v1",
+    f"reader.api_key=sk-{SECRET}",
+    f"+reader.headers.Authorization=Bearer {SECRET}",
+])
+def test_a_credential_on_the_command_line_is_refused_before_hydra_writes(tmp_path, override):
+    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "reader=openai", override], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("cmc: error: ") and "oc.env" in done.stderr
+    assert SECRET not in done.stderr and list(tmp_path.iterdir()) == []  # no outputs/ folder, nothing written
+
+
+@pytest.mark.slow
+def test_a_credential_passed_through_the_environment_reaches_no_file(tmp_path, tiny_model_dir):
+    """The documented route: Hydra records `${oc.env:...}` unresolved, the manifest records
+    the URL without its userinfo, and the connection still carries it."""
+    from cmc.readers.hf import HFReader
+    from cmc.readers.models import HubModel
+    from cmc.readers.serve import OpenAIServer, ReaderBackend
+
+    local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",
+                     max_new_tokens=4)
+    with OpenAIServer(ReaderBackend(local, model_id="tiny")) as server:
+        env = os.environ | {"CMC_TEST_URL": server.url.replace("http://", f"http://user:{SECRET}@")}
+        done = subprocess.run([sys.executable, str(ROOT / "run.py"), "reader=openai", "reader.base_url=${oc.env:CMC_TEST_URL}",
+                               "reader.model=tiny", "arm=cmc", "population=quick", "population.per_cell=1",
+                               "population.name=env", f"paths.results_dir={tmp_path / 'results'}",
+                               f"paths.cache_dir={tmp_path / 'cache'}"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "overrides.yaml" for p in written) and any(p.name == "SEAL" for p in written)
+    for path in written:
+        assert SECRET.encode() not in path.read_bytes(), path
