@@ -14,7 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from cmc.errors import report_data_errors
-from cmc.runner import run
+from harness.stages import run
 from cmc.secrets import refuse_secret_overrides, scrub_log_handlers
 
 

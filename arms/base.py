@@ -1,7 +1,7 @@
 """What every arm shares: the budgeted render, the empty-selection fallback, the trace."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Protocol
+from typing import Any, Iterable, Literal
 
 import numpy as np
 
@@ -11,12 +11,6 @@ from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS, render
 
 Fallback = Literal["history", "latest_state"]
-
-
-class Arm(Protocol):
-    name: str
-
-    def select(self, question: Question, memory: Memory) -> Evidence: ...
 
 
 class RenderingArm:

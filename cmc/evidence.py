@@ -6,12 +6,17 @@ history plus the positions rebuild it exactly, and packets stay small enough to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 from cmc.errors import DataError
 from cmc.io import sha256_text
 from cmc.records import History
 from cmc.render import render
+
+if TYPE_CHECKING:
+    from cmc.graph import Memory
+    from cmc.records import Question
+    from cmc.sources import Dataset
 
 
 @dataclass(frozen=True)
@@ -48,3 +53,19 @@ def rebuild_text(history: History, packet: dict[str, Any]) -> str:
             f"evidence packet {packet['question_id']}/{packet['arm']}: rebuilt text does not match its sha256"
         )
     return text
+
+
+class Arm(Protocol):
+    """An evidence view: one question and the compiled memory in, one Evidence out. Every
+    arm of arms/ (and every multi-call method) shares this signature."""
+
+    name: str
+
+    def select(self, question: "Question", memory: "Memory") -> Evidence: ...
+
+
+def select_all(arm: Arm, dataset: "Dataset", memories: dict[str, "Memory"],
+               questions: Iterable["Question"] | None = None) -> Iterable[Evidence]:
+    """Evidence for every question (or the given ones), in dataset order."""
+    for question in dataset.questions if questions is None else questions:
+        yield arm.select(question, memories[question.history_id])

@@ -7,12 +7,16 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Callable, Iterator, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, TypeVar
 
 from cmc.anchor import AnchorIndex
 from cmc.extraction import Extraction
 from cmc.normalize import entity_key
 from cmc.records import History
+
+if TYPE_CHECKING:
+    from cmc.frontends import Frontend
+    from cmc.sources import Dataset
 
 Key = tuple[str, str]  # (normalized subject, relation)
 T = TypeVar("T")
@@ -133,3 +137,9 @@ def _gc_paused() -> Iterator[None]:
 
 def compile_memory(history: History, extraction: Extraction) -> Memory:
     return Memory(history, extraction)
+
+
+def build_memories(dataset: "Dataset", frontend: "Frontend") -> dict[str, Memory]:
+    """Compile each history once; every arm and question shares the result."""
+    frontend.prepare(list(dataset.histories.values()))
+    return {hid: compile_memory(h, frontend.extract(h)) for hid, h in dataset.histories.items()}

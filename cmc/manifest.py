@@ -9,25 +9,49 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.readers.compute import DTYPES
 from cmc.secrets import scrub_tree
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
-MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors")  # not part of what was measured (allow_errors: a
-# seal-time choice, recorded in the bundle's manifest only when failures were sealed)
+MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty")  # not part of what was measured
+# (allow_errors: a seal-time choice, recorded in the manifest only when failures were sealed; allow_dirty:
+# recorded as the diff itself under `git`)
 
 
-def git_state(root: Path) -> dict[str, Any]:
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout
+
+
+def git_state(root: Path, with_diff: bool = False) -> dict[str, Any]:
     """The commit, and whether tracked code or config differs from it. Changes under results/
-    do not count: a long run commits its own journal there while it generates."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+    do not count: a long run commits its own journal there while it generates. With
+    `with_diff`, a dirty tree's diff against the commit is included with its sha256."""
+    commit = _git(root, "rev-parse", "HEAD").strip() or None
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    outside_results = ("--", ".", ":(exclude)results")
+    changed = _git(root, "status", "--porcelain", "--untracked-files=no", *outside_results).strip()
+    state: dict[str, Any] = {"commit": commit, "dirty": bool(changed)}
+    if changed and with_diff:
+        diff = _git(root, "diff", "HEAD", "--no-color", "--no-ext-diff", *outside_results)
+        state |= {"diff_sha256": sha256_text(diff), "diff": diff}
+    return state
 
-    commit = git("rev-parse", "HEAD") or None
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results") if commit else ""
-    return {"commit": commit, "dirty": bool(changed) if commit else None}
+
+def frozen_git_state(root: Path, allow_dirty: bool) -> dict[str, Any]:
+    """The git state a manifest freezes. A result must say which code made it (the paper ran
+    against a clean worktree), so a tree with uncommitted changes outside results/ is
+    refused unless the user allows it, and then the diff itself goes into the manifest."""
+    state = git_state(root, with_diff=bool(allow_dirty))
+    if state["dirty"] and not allow_dirty:
+        changed = _git(root, "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").split("\n")
+        files = ", ".join(line[3:] for line in changed[:5] if line)
+        raise DataError(f"{root}: uncommitted changes outside results/ ({files}{', ...' if len(changed) > 5 else ''}); "
+                        f"commit them, or pass allow_dirty=true to record the diff in the bundle")
+    return state
 
 
 def package_versions() -> dict[str, str | None]:
@@ -86,7 +110,7 @@ def build_manifest(
 ) -> dict[str, Any]:
     return {
         "config": experiment_config(cfg),
-        "git": git_state(root),
+        "git": frozen_git_state(root, cfg.get("allow_dirty", False)),
         "packages": package_versions(),
         "dataset_pin": dataset_pin,
         "reader_pin": reader_pin,

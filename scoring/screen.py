@@ -17,8 +17,8 @@ Definitions (what "found as earlier values ... but absent from its selected curr
 values" means here):
 
 - Selected keys K(q): the (subject, relation) keys of every edge CMC's traversal selects
-  for question q (``CMCArm.closure``: anchors, then up to ``max_hops`` subject depths over
-  the current graph). An empty selection (no anchor) gives K(q) = {} and no flag.
+  for question q (CMC's closure, ``cmc.traverse.traverse``: anchors, then up to ``max_hops``
+  subject depths over the current graph). An empty selection (no anchor) gives K(q) = {} and no flag.
 - Values are the objects' *surface text* as written in the record (the triple's literal
   span), normalized with ``scoring.metrics.normalize_answer`` -- the released scorer's
   normalization, not the graph's entity keys (which keep e.g. "Saint-Denis" as two tokens).
@@ -53,10 +53,10 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from arms.cmc import CMCArm
 from cmc.graph import Key, Memory
 from cmc.normalize import entity_key
 from cmc.records import Question
+from cmc.traverse import DEFAULT_MAX_HOPS, traverse
 from scoring.metrics import normalize_answer
 
 
@@ -97,12 +97,12 @@ def object_surfaces(memory: Memory) -> dict[tuple[int, Key], str]:
     return {(t.pos, (entity_key(t.subject), t.relation)): t.object for t in memory.extraction.triples()}
 
 
-def question_evidence(question: Question, memory: Memory, arm: CMCArm) -> QuestionEvidence:
+def question_evidence(question: Question, memory: Memory, max_hops: int = DEFAULT_MAX_HOPS) -> QuestionEvidence:
     surfaces = memory.derived("screen:object_surfaces", object_surfaces)
     anchors = memory.anchors.anchors(question.text)
     surface = lambda e: normalize_answer(surfaces[(e.pos, e.key)])  # noqa: E731
     keys = []
-    for edge, depth in arm.closure(anchors, memory):
+    for edge, depth in traverse(memory.current, anchors, max_hops):  # CMC's closure (arms/cmc.py)
         chain = memory.chains[edge.key]
         keys.append(KeyValues(edge.subject, edge.relation, depth, surface(chain[-1]), chain[-1].pos,
                               tuple(surface(e) for e in chain[:-1]), tuple(e.pos for e in chain[:-1])))
@@ -110,10 +110,9 @@ def question_evidence(question: Question, memory: Memory, arm: CMCArm) -> Questi
 
 
 def screen_evidence(questions: Iterable[Question], memories: Mapping[str, Memory],
-                    arm: CMCArm | None = None) -> list[QuestionEvidence]:
+                    max_hops: int = DEFAULT_MAX_HOPS) -> list[QuestionEvidence]:
     """Step 1, label-free: CMC's selected keys with current and earlier values per question."""
-    arm = arm or CMCArm()
-    return [question_evidence(q, memories[q.history_id], arm) for q in questions]
+    return [question_evidence(q, memories[q.history_id], max_hops) for q in questions]
 
 
 def _golds(golds: Sequence[str]) -> list[str]:

@@ -43,7 +43,7 @@ def build_requests(reader, overrides: list[str], extraction_tokens: int) -> dict
     extraction batch of that history's first 20 records."""
     from cmc.evidence import rebuild_text
     from cmc.frontends.llm import LLMFrontend
-    from cmc.runner import Run
+    from harness.runs import Run
     from tests.conftest import compose_config
 
     def run_of(arm: str) -> Run:

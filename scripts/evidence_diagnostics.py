@@ -15,7 +15,9 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.io import atomic_write_text, read_jsonl  # noqa: E402
-from cmc.runner import build_memories, select_all, write_evidence  # noqa: E402
+from cmc.evidence import select_all  # noqa: E402
+from cmc.graph import build_memories  # noqa: E402
+from harness.evidence import write_evidence  # noqa: E402
 from scoring.diagnostics import cell_table, evidence_rows  # noqa: E402
 
 DEFAULT_ARMS = ["cmc", "prior_read_refresh", "stale_closure", "stale_state", "fact_bm25", "fact_bm25_matched",

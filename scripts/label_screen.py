@@ -28,7 +28,7 @@ from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.bundle import read_manifest  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
-from cmc.runner import build_memories  # noqa: E402
+from cmc.graph import build_memories  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.screen import bound_table, flag_counts, screen, screen_evidence  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     dataset = adapter.load()
     memories = build_memories(dataset, instantiate_known(cfg.frontend))
     arm = instantiate_known(cfg.arm)
-    evidence = screen_evidence(dataset.questions, memories, arm)  # label-free
+    evidence = screen_evidence(dataset.questions, memories, arm.max_hops)  # label-free: CMC's closure
 
     labels = adapter.load_labels()  # the evidence exists: labels may be opened now
     flags = screen(evidence, labels)

@@ -29,8 +29,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.readers.compute import cpu_summary  # noqa: E402
-from cmc.replay import replay_config  # noqa: E402
-from cmc.runner import Run  # noqa: E402
+from harness.replay import replay_config  # noqa: E402
+from harness.runs import Run  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 from scoring.metrics import parse_answer  # noqa: E402
 

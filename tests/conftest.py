@@ -15,6 +15,11 @@ TEMPLATES = DATA_DIR / "mquake_templates" / "cloze_templates.json"
 PARQUET = DATA_DIR / "factconsolidation" / "Conflict_Resolution.parquet"
 
 
+# Tests run in working trees with uncommitted changes; tests/test_manifest.py checks that a
+# run outside the suite refuses them. Set here so run.py subprocesses inherit it too.
+os.environ.setdefault("CMC_ALLOW_DIRTY", "true")
+
+
 def compose_config(*overrides: str):
     os.environ.setdefault("CMC_DATA_DIR", str(DATA_DIR))
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -40,7 +45,7 @@ def frontend(cfg):
 
 @pytest.fixture(scope="session")
 def memories(dataset, frontend):
-    from cmc.runner import build_memories
+    from cmc.graph import build_memories
 
     return build_memories(dataset, frontend)
 

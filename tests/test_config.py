@@ -8,7 +8,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
-from cmc.runner import evidence_is_current, run, write_evidence
+from harness.evidence import evidence_is_current, write_evidence
+
+from harness.stages import run
 from tests.conftest import ROOT, compose_config
 
 ARM_DIR = ROOT / "conf" / "arm"

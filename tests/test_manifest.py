@@ -1,9 +1,13 @@
 """The manifest's experiment config: portable across machines, compared key by key."""
 from __future__ import annotations
 
+import hashlib
 import subprocess
 
-from cmc.manifest import config_differences, experiment_config, git_state
+import pytest
+
+from cmc.errors import DataError
+from cmc.manifest import config_differences, experiment_config, frozen_git_state, git_state
 from tests.conftest import compose_config
 
 
@@ -50,3 +54,14 @@ def test_dirty_means_code_or_config_changed_not_results(tmp_path):
     (tmp_path / "code.py").write_text("x = 2\n")
     state = git_state(tmp_path)
     assert state["dirty"] is True and len(state["commit"]) == 40
+    with pytest.raises(DataError, match=r"uncommitted changes outside results/ \(code.py\).*allow_dirty=true"):
+        frozen_git_state(tmp_path, allow_dirty=False)
+    allowed = frozen_git_state(tmp_path, allow_dirty=True)
+    assert "-x = 1\n+x = 2" in allowed["diff"] and allowed["diff_sha256"] == hashlib.sha256(
+        allowed["diff"].encode()).hexdigest() and "journal" not in allowed["diff"]
+    git("commit", "-qam", "next")
+    assert frozen_git_state(tmp_path, allow_dirty=False) == {"commit": git_head(tmp_path), "dirty": False}
+
+
+def git_head(root) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cmc.runner import run
+from harness.stages import run
 from tests.conftest import ROOT, compose_config
 
 nbformat = pytest.importorskip("nbformat")

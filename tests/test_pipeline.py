@@ -19,11 +19,16 @@ from hydra.utils import instantiate
 
 from cmc.bundle import SealError, read_bundle_jsonl, verify_seal
 from cmc.evidence import rebuild_text
-from cmc.replay import replay
+from harness.replay import replay
 from cmc.readers.hf import HFReader
 from cmc.readers.models import HubModel
-from cmc.readers.serve import OpenAIServer, ReaderBackend
-from cmc.runner import Run, evidence_path, generation_order, run, run_generate, run_prepare
+from cmc.readers.serve import ReaderBackend
+from tests.readers.faulty_server import FaultyServer
+from cmc.generation import generation_order
+from harness.evidence import evidence_path
+from harness.generate import run_generate, run_prepare
+from harness.runs import Run
+from harness.stages import run
 from cmc.sittings import read_sittings
 from scoring.diagnostics import gold_in_text
 from tests.conftest import ROOT, compose_config
@@ -92,7 +97,7 @@ def test_replay_script_exit_status_says_ok_or_mismatch(finished, tiny_model_dir)
 def test_rerun_sends_no_request_and_keeps_the_seal(finished, tiny_model_dir, caplog):
     tmp, bundle, scores = finished
     before, timings = bundle_bytes(bundle), (scores / "timings.json").read_bytes()
-    with caplog.at_level("INFO", logger="cmc.runner"):
+    with caplog.at_level("INFO", logger="harness"):
         run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc")))
     assert "nothing to generate" in caplog.text and "evidence and requests reproduce" in caplog.text
     assert bundle_bytes(bundle) == before
@@ -243,7 +248,7 @@ def test_four_workers_over_http_give_the_local_readers_answers(finished, tmp_pat
     _, clean_bundle, _ = finished
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",
                      max_new_tokens=32)
-    server = OpenAIServer(ReaderBackend(local, model_id="tiny-served")).start()
+    server = FaultyServer(ReaderBackend(local, model_id="tiny-served")).start()
     try:
         cfg = compose_config("reader=openai", f"reader.base_url={server.url}", "reader.model=tiny-served",
                              "reader.max_new_tokens=32", "reader.concurrency=4", *POPULATION,

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from cmc.cache import PredictionStore
 from cmc.errors import DataError
+from cmc.generation import GenerationService
 from cmc.extraction import STATUSES, Extraction, RecordExtraction, Triple, validate
 from cmc.io import atomic_write_text, canonical_json, sha256_text
 from cmc.normalize import entity_key
@@ -215,7 +216,6 @@ class LLMFrontend:
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.extract_prompt, self.align_prompt = load_prompt("extract_direct"), load_prompt("align_relations")
-        self._preflighted = False
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
 
@@ -290,7 +290,7 @@ class LLMFrontend:
         If another process froze this corpus meanwhile, its file wins and is used."""
         store = PredictionStore(self.cache_dir / "predictions.sqlite")
         try:
-            extraction, alignment = self._extract(corpus, store)
+            extraction, alignment = self._extract(corpus, GenerationService(self.extractor, store, label=self.name))
         finally:
             store.close()
         validate(extraction, corpus)
@@ -301,20 +301,20 @@ class LLMFrontend:
         atomic_write_text(path, canonical_json(frozen) + "\n")
         return extraction
 
-    def _extract(self, corpus: History, store: PredictionStore) -> tuple[Extraction, dict[str, str]]:
+    def _extract(self, corpus: History, service: GenerationService) -> tuple[Extraction, dict[str, str]]:
         catalogue: dict[str, str] = {}  # relation -> the first statement that used it (alignment's example)
         records: list[RecordExtraction] = []
         given_up = 0
         starts = range(0, len(corpus), self.batch_records)
         for start in tqdm(starts, desc=f"extract {corpus.history_id}", disable=None, mininterval=2):
             batch = corpus.records[start:start + self.batch_records]
-            accepted, problems = self._ask(store, batch, catalogue, {})
+            accepted, problems = self._ask(service, batch, catalogue, {})
             for _ in range(self.repair_rounds):
                 # One statement per repair call, told what was wrong: short enough that a
                 # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
                 retried: dict[int, str] = {}
                 for pos, problem in sorted(problems.items()):
-                    fixed, still = self._ask(store, [corpus.record(pos)], catalogue, {pos: problem})
+                    fixed, still = self._ask(service, [corpus.record(pos)], catalogue, {pos: problem})
                     accepted.update(fixed)
                     retried.update(still)
                 problems = retried
@@ -324,7 +324,7 @@ class LLMFrontend:
                 records.append(result)
                 for triple in result.triples:
                     catalogue.setdefault(triple.relation, record.text)
-        alignment = self._align(store, catalogue)
+        alignment = self._align(service, catalogue)
         final = lambda relation: alignment.get(relation, relation)  # noqa: E731
         aligned = [one_value_per_slot(dataclasses.replace(r, triples=tuple(
             dataclasses.replace(t, relation=final(t.relation)) for t in r.triples))) for r in records]
@@ -350,38 +350,30 @@ class LLMFrontend:
     def _span(batch: Sequence[Record]) -> str:
         return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
 
-    def _ask(self, store: PredictionStore, batch: Sequence[Record], catalogue: dict[str, str],
+    def _ask(self, service: GenerationService, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = self._answer(store, self.batch_request(batch, catalogue, problems), self._span(batch))
+        prediction = self._answer(service, self.batch_request(batch, catalogue, problems), self._span(batch))
         accepted, rejected = parse_reply(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected
 
-    def _align(self, store: PredictionStore, catalogue: dict[str, str]) -> dict[str, str]:
+    def _align(self, service: GenerationService, catalogue: dict[str, str]) -> dict[str, str]:
         if len(catalogue) < 2:
             return {}
-        prediction = self._answer(store, self._align_request(catalogue), "the relation alignment")
+        prediction = self._answer(service, self._align_request(catalogue), "the relation alignment")
         if prediction.finish_reason == "length":
             raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
                             f"raise frontend.extractor.max_new_tokens")
         return parse_alignment(prediction.raw or "", list(catalogue))
 
-    def _answer(self, store: PredictionStore, request: Request, where: str) -> Prediction:
-        """The stored answer to this exact request, else a fresh generation (stored; if
-        another process stored one first, that one is used). A failed generation stops
-        extraction: freezing around it would make the failure part of every arm's memory.
-        It is retried on the next run."""
+    def _answer(self, service: GenerationService, request: Request, where: str) -> Prediction:
+        """The stored answer to this exact request, else a fresh generation (the service
+        stores it). A failed generation stops extraction: freezing around it would make the
+        failure part of every arm's memory. It is retried on the next run."""
         if request.evidence_truncated_tokens:
             raise DataError(f"{self.name}: {where} does not fit the extractor's input cap; lower batch_records")
-        prediction = store.get(request.id)
-        if prediction is None or prediction.error is not None:
-            if not self._preflighted and hasattr(self.extractor, "preflight"):
-                self.extractor.preflight()  # a wrong URL or key fails here, once
-                self._preflighted = True
-            store.put(self.extractor.generate(request))
-            prediction = store.get(request.id)
-        if prediction is None or prediction.error is not None:
-            error = prediction.error if prediction else "nothing stored"
-            raise DataError(f"{self.name}: the extractor failed on {where}: {error}; rerun to retry")
+        prediction = service.answer(request)
+        if prediction.error is not None:
+            raise DataError(f"{self.name}: the extractor failed on {where}: {prediction.error}; rerun to retry")
         return prediction

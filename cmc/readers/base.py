@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
@@ -110,8 +110,13 @@ _PREDICTION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {  # field -> (ty
 }
 
 
+@runtime_checkable
 class Reader(Protocol):
+    """What the generation service (cmc/generation.py) and the runner may rely on; every
+    engine implements all of it, so nothing is probed with hasattr."""
+
     name: str
+    concurrency: int  # requests one instance serves at once (1 for an in-process model)
 
     def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
         """Fix the exact input without generating: build the messages, and for local
@@ -119,3 +124,14 @@ class Reader(Protocol):
 
     def generate(self, request: Request) -> Prediction:
         """Run one request. Transport faults may be retried inside; answer content never is."""
+
+    def preflight(self) -> None:
+        """Fail fast (RuntimeError) when the reader cannot answer at all (a wrong URL or
+        key); a no-op for in-process models."""
+
+    def counters(self) -> dict[str, int]:
+        """Running totals worth recording with a sitting (prefix-cache tokens); {} if none."""
+
+    def freeze(self, frozen_pin: dict[str, Any]) -> None:
+        """Hold the reader to the pin a run's manifest froze (the dtype `auto` resolved to,
+        an earlier identity scheme), so a resumed run rebuilds the same request ids."""

@@ -39,6 +39,8 @@ class HFReader:
     """transformers AutoModelForCausalLM reader. Weights and tokenizer load lazily, so
     building a reader from config (and checking its model pin) costs nothing."""
 
+    concurrency = 1  # one in-process model generates one request at a time
+
     PREFIX_CACHE_ENTRIES = 2  # a history's shared prefix plus one longer or older; KV caches are large
     MIN_PREFIX_TOKENS = 64  # a shorter shared prefix is not worth a cache copy (or an eviction)
 
@@ -122,6 +124,13 @@ class HFReader:
             self.dtype = dtype
         if "identity_scheme" not in frozen_pin and "transformers" in frozen_pin:
             self._legacy_transformers = str(frozen_pin["transformers"])
+
+    def preflight(self) -> None:
+        """An in-process model has nothing to reach; loading errors surface on first use."""
+
+    def counters(self) -> dict[str, int]:
+        """Prefix-cache totals: prompt tokens generated over, and those whose KV was reused."""
+        return {"prefill_tokens_total": self.prefill_tokens_total, "prefill_tokens_saved": self.prefill_tokens_saved}
 
     @property
     def runtime(self) -> dict[str, Any]:

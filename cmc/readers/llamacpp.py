@@ -47,6 +47,8 @@ class LlamaCppReader:
     """Reader protocol over llama_cpp.Llama. The model loads lazily and is rebuilt only when a
     request needs a longer context than the current one holds."""
 
+    concurrency = 1  # one in-process model generates one request at a time
+
     def __init__(
         self,
         name: str,
@@ -101,6 +103,16 @@ class LlamaCppReader:
     def model_id(self) -> str:
         pin = self.source.pin
         return f"{pin['hub_repo']}@{pin['hub_revision']}/{pin['gguf_file']}"
+
+    def preflight(self) -> None:
+        """An in-process model has nothing to reach; loading errors surface on first use."""
+
+    def counters(self) -> dict[str, int]:
+        """Prefix-cache totals: prompt tokens generated over, and those whose KV was reused."""
+        return {"prefill_tokens_total": self.prefill_tokens_total, "prefill_tokens_saved": self.prefill_tokens_saved}
+
+    def freeze(self, frozen_pin: dict[str, Any]) -> None:
+        """Nothing to adopt: the engine has no `auto` setting and one identity scheme."""
 
     @cached_property
     def runtime(self) -> dict[str, Any]:

@@ -35,8 +35,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -260,27 +259,12 @@ class OpenAIReader:
             return Prediction(request.id, got.raw, got.finish_reason, got.usage, got.model, None)
         raise AssertionError("unreachable")
 
-    def generate_many(
-        self,
-        requests: Iterable[Request],
-        on_result: Callable[[Request, Prediction], None] | None = None,
-    ) -> list[Prediction]:
-        """Generate with at most `concurrency` requests in flight; the result list follows
-        the input order. `on_result(request, prediction)` runs in the calling thread as
-        each finishes (completion order), e.g. to append it to a crash-safe cache."""
-        items = list(requests)
-        out: list[Prediction | None] = [None] * len(items)
-        if not items:
-            return []
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
-                                thread_name_prefix=f"openai-{self.name}") as pool:
-            futures = {pool.submit(self.generate, req): i for i, req in enumerate(items)}
-            for future in as_completed(futures):
-                i = futures[future]
-                out[i] = future.result()
-                if on_result is not None:
-                    on_result(items[i], out[i])
-        return out  # type: ignore[return-value]
+    def counters(self) -> dict[str, int]:
+        """A server's prefix cache is its own: nothing counted here."""
+        return {}
+
+    def freeze(self, frozen_pin: dict[str, Any]) -> None:
+        """Nothing to adopt: the pin is the URL, model and body as configured."""
 
     def preflight(self) -> list[str]:
         """GET {base_url}/models once, so a run can fail fast on a wrong URL or key before

@@ -9,18 +9,9 @@ GET /v1/models. The `model` field of a request is not checked (as llama.cpp does
 response always names the served model, which is what the reader records. Thinking follows
 the reader's config (off by default); a request's `chat_template_kwargs` override it.
 
-For tests the server runs in-process (`OpenAIServer(backend, port=0).start()`), counts
-every chat-completions body it receives (`counts`, keyed by the body's sha256) and
-consumes one entry of `faults` per incoming chat-completions request:
-
-    "ok"        answer normally (also what an empty queue means)
-    "<status>"  reply with that HTTP status and a JSON error, e.g. "500", "503", "400"
-    "429"       429 with `Retry-After: <retry_after>`; "429:<value>" sets the header value
-    "500:<v>"   any status with ":<value>" also sends `Retry-After: <value>`
-    "timeout"   hold the request without answering for `timeout_hold_s`, then hang up
-    "drop"      read the request, then close the connection without a response
-    "badjson"   200 with a truncated, undecodable JSON body
-    "nochoices" 200 with well-formed JSON that has no choices
+The server also runs in-process (`OpenAIServer(backend, port=0).start()`, or as a context
+manager). Tests subclass it (tests/readers/faulty_server.py) to count request bodies and
+inject transport faults through `intercept`; the shipped server answers every request.
 """
 from __future__ import annotations
 
@@ -29,7 +20,6 @@ import hashlib
 import json
 import threading
 import time
-from collections import Counter, deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -114,18 +104,10 @@ class OpenAIServer:
     fault queue. Generation is serialised (one at a time) behind a lock."""
 
     def __init__(self, backend: ChatBackend, host: str = "127.0.0.1", port: int = 0,
-                 retry_after: str = "1", timeout_hold_s: float = 5.0,
                  default_max_tokens: int = 64) -> None:
         self.backend = backend
-        self.faults: deque[str] = deque()
-        self.counts: Counter[str] = Counter()  # sha256(body) -> times received
-        self.log: list[tuple[str, str]] = []  # (sha256(body), what the server did), in order
-        self.retry_after = retry_after
-        self.timeout_hold_s = timeout_hold_s
         self.default_max_tokens = default_max_tokens
-        self._lock = threading.Lock()
         self._generate_lock = threading.Lock()
-        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self.httpd = ThreadingHTTPServer((host, port), _make_handler(self))
         self.httpd.daemon_threads = True
@@ -136,23 +118,12 @@ class OpenAIServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def inject(self, *faults: str) -> None:
-        with self._lock:
-            self.faults.extend(faults)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.faults.clear()
-            self.counts.clear()
-            self.log.clear()
-
     def start(self) -> "OpenAIServer":
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="cmc-serve", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
@@ -172,13 +143,10 @@ class OpenAIServer:
 
     # -- called by the handler ------------------------------------------------------------
 
-    def _receive(self, body: bytes) -> tuple[str, str]:
-        digest = hashlib.sha256(body).hexdigest()
-        with self._lock:
-            self.counts[digest] += 1
-            fault = self.faults.popleft() if self.faults else "ok"
-            self.log.append((digest, fault))
-        return digest, fault
+    def intercept(self, handler: BaseHTTPRequestHandler, body: bytes) -> bool:
+        """Called with each chat-completions body before it is answered; True means the
+        request was dealt with (a subclass's test fault). The shipped server answers all."""
+        return False
 
     def _complete(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         messages = request.get("messages")
@@ -221,7 +189,7 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
             pass
 
-        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
             body = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -234,52 +202,32 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/") in ("/v1/models", "/models"):
-                self._send(200, {"object": "list", "data": [
+                self.send_json(200, {"object": "list", "data": [
                     {"id": server.backend.model_id, "object": "model", "owned_by": "cmc-harness"}]})
             else:
-                self._send(404, _error(f"no route {self.path}", "not_found"))
+                self.send_json(404, _error(f"no route {self.path}", "not_found"))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                self._send(404, _error(f"no route {self.path}", "not_found"))
+                self.send_json(404, _error(f"no route {self.path}", "not_found"))
                 return
-            _, fault = server._receive(body)
-            if fault == "drop":
-                self.close_connection = True
+            if server.intercept(self, body):
                 return
-            if fault == "timeout":
-                server._stopping.wait(server.timeout_hold_s)
-                self.close_connection = True
-                return
-            if fault == "badjson":
-                self._send(200, b'{"id": "chatcmpl-broken", "choices": [{"message": {"content": "')
-                return
-            if fault == "nochoices":
-                self._send(200, {"id": "chatcmpl-empty", "object": "chat.completion", "choices": []})
-                return
-            status, _, retry_after = fault.partition(":")
-            if status.isdigit():
-                code = int(status)
-                hdrs = {"Retry-After": retry_after or server.retry_after} if (retry_after or code == 429) else {}
-                self._send(code, _error(f"injected {code}", "injected_fault"), hdrs)
-                return
-            if fault != "ok":
-                raise ValueError(f"unknown fault {fault!r}")
             try:
                 request = json.loads(body)
                 if not isinstance(request, dict):
                     raise ValueError("body is not a JSON object")
             except (ValueError, UnicodeDecodeError) as exc:
-                self._send(400, _error(f"invalid JSON body: {exc}"))
+                self.send_json(400, _error(f"invalid JSON body: {exc}"))
                 return
             try:
                 status_code, payload = server._complete(request)
             except Exception as exc:  # a backend failure is a server error, as in real servers
-                self._send(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
+                self.send_json(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
                 return
-            self._send(status_code, payload)
+            self.send_json(status_code, payload)
 
     return Handler
 

@@ -19,13 +19,13 @@ import random
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cmc.errors import DataError
-from cmc.frontends.grammar import GrammarFrontend
+from cmc.extraction import RecordExtraction
 from cmc.io import atomic_write_text, sha256_file, write_jsonl
 from cmc.normalize import entity_key
 
@@ -265,7 +265,15 @@ class AlteredHop:
         return "overwritten_within_case" if same else "overwritten_by_other_case"
 
 
-def audit_pool(pool: Pool, frontend: GrammarFrontend) -> list[AlteredHop]:
+class RecordParser(Protocol):
+    """What the audit needs of a frontend: one record's parse. The relation grammar
+    (cmc.frontends.grammar.GrammarFrontend) is passed in by the caller, so a dataset
+    adapter does not import a frontend (tests/test_layers.py)."""
+
+    def parse(self, pos: int, text: str) -> RecordExtraction: ...
+
+
+def audit_pool(pool: Pool, frontend: RecordParser) -> list[AlteredHop]:
     """Parse every record (all must be grammar facts), let the last assertion of each
     (subject, relation) key win, and compare each post-edit hop's released answer with it."""
     parsed = [frontend.parse(pos, a.text) for pos, a in enumerate(pool.records)]
@@ -360,7 +368,7 @@ def _row(context: str, source: str, items: list[tuple[int, str, list[str]]]) -> 
             "metadata": {"source": source, "qa_pair_ids": [f"{source}_case{cid}" for cid, _, _ in items]}}
 
 
-def build(cases: Sequence[Case], frontend: GrammarFrontend, n_cases: int = DEFAULTS["cases"],
+def build(cases: Sequence[Case], frontend: RecordParser, n_cases: int = DEFAULTS["cases"],
           pool_size: int = DEFAULTS["pool_size"], seed: int = DEFAULTS["seed"],
           hops: int | None = DEFAULTS["hops"]) -> MemStream:
     """The named dataset: the first n_cases in released order (all `hops`-hop), pooled."""
@@ -376,7 +384,7 @@ def build(cases: Sequence[Case], frontend: GrammarFrontend, n_cases: int = DEFAU
     return MemStream(tuple(pools), altered, seed, pool_size)
 
 
-def sensitivity(cases: Sequence[Case], frontend: GrammarFrontend, seed: int = DEFAULTS["seed"],
+def sensitivity(cases: Sequence[Case], frontend: RecordParser, seed: int = DEFAULTS["seed"],
                 pool_size: int = DEFAULTS["pool_size"]) -> dict[str, Any]:
     """Every case in the file built the same way, in two readings of the paper's "larger
     pool": pools of `pool_size` over all cases (reported) and one pool of all cases."""
@@ -419,7 +427,7 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_outputs(stream: MemStream, source: Source, frontend: GrammarFrontend, out_dir: str | os.PathLike[str],
+def write_outputs(stream: MemStream, source: Source, frontend: RecordParser, out_dir: str | os.PathLike[str],
                   sens: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the dataset, exclusions, optional sensitivity and, last, the card that hashes
     them. A stale sensitivity.json from an earlier run is removed when none is computed."""

@@ -5,7 +5,7 @@ import pytest
 from hydra.utils import instantiate
 
 from arms.controls import record_tokens
-from cmc.runner import select_all
+from cmc.evidence import select_all
 from tests.conftest import compose_config
 
 ARMS = ["cmc", "prior_read_refresh", "stale_closure", "fact_bm25", "fact_bm25_matched", "latest_state",

@@ -19,7 +19,8 @@ from cmc.extraction import Extraction
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.llm import LLMFrontend, corpus_of, literal_span, parse_alignment, parse_reply, relation_slug
 from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import Completion, OpenAIServer
+from cmc.readers.serve import Completion
+from tests.readers.faulty_server import FaultyServer
 from cmc.records import History, Record
 from tests.conftest import TEMPLATES, compose_config
 
@@ -182,7 +183,7 @@ def oracle(reference) -> GrammarOracle:
 
 @pytest.fixture(scope="module")
 def server(oracle):
-    with OpenAIServer(oracle) as srv:
+    with FaultyServer(oracle) as srv:
         yield srv
 
 
@@ -223,7 +224,7 @@ def test_a_statement_is_extracted_once_and_means_the_same_in_every_history(oracl
     first = History("first", history.header, history.records[:20])
     second = History("second", history.header,
                      tuple(Record(100 + r.pos, r.text) for r in history.records[10:]))
-    with OpenAIServer(oracle) as srv:
+    with FaultyServer(oracle) as srv:
         frontend = make_frontend(srv.url, tmp_path)
         frontend.prepare([first, second])
         assert srv.counts.total() == 7
@@ -237,7 +238,7 @@ def test_a_statement_is_extracted_once_and_means_the_same_in_every_history(oracl
 
 
 def test_a_frozen_extraction_is_reused_without_a_call_and_a_foreign_one_is_refused(oracle, history, tmp_path):
-    with OpenAIServer(oracle) as srv:  # the extractor's identity includes its URL: reuse needs the same one
+    with FaultyServer(oracle) as srv:  # the extractor's identity includes its URL: reuse needs the same one
         first = make_frontend(srv.url, tmp_path).extract(history)
         path = make_frontend(srv.url, tmp_path).frozen_path(corpus_of([history]))
         path.unlink()  # the prediction store still holds every answer: a rerun sends nothing
@@ -285,7 +286,7 @@ def test_a_statement_repeated_in_one_history_is_served_at_every_position(server,
 def test_an_alignment_cut_at_the_token_cap_stops_extraction(oracle, history, tmp_path):
     oracle.align_finish = "length"
     try:
-        with OpenAIServer(oracle) as srv:
+        with FaultyServer(oracle) as srv:
             frontend = make_frontend(srv.url, tmp_path)
             with pytest.raises(DataError, match="alignment of .* names was cut at the token cap"):
                 frontend.extract(history)

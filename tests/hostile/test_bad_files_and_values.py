@@ -9,7 +9,8 @@ import pytest
 from cmc.bundle import read_manifest
 from cmc.errors import DataError
 from cmc.io import read_json, read_jsonl
-from cmc.runner import Run, run_prepare
+from harness.generate import run_prepare
+from harness.runs import Run
 from cmc.targets import instantiate_known
 from cmc.vault import LabelVault
 from tests.conftest import compose_config

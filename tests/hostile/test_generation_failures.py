@@ -11,8 +11,10 @@ from cmc.errors import DataError
 from cmc.readers.base import Prediction
 from cmc.readers.hf import HFReader
 from cmc.readers.models import HubModel
-from cmc.readers.serve import OpenAIServer, ReaderBackend
-from cmc.runner import check_failures, run
+from cmc.readers.serve import ReaderBackend
+from tests.readers.faulty_server import FaultyServer
+from harness.seal import check_failures
+from harness.stages import run
 from tests.conftest import compose_config
 
 pytestmark = pytest.mark.slow
@@ -23,7 +25,7 @@ BUNDLE = ("bundles", "adhoc", "factconsolidation-grammar-down-cmc-openai")
 def server(tiny_model_dir):
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",
                      max_new_tokens=8)
-    served = OpenAIServer(ReaderBackend(local, model_id="tiny")).start()
+    served = FaultyServer(ReaderBackend(local, model_id="tiny")).start()
     yield served
     served.stop()
 

@@ -19,7 +19,7 @@ import yaml
 from cmc.bundle import BUNDLE_FILES, SEAL, SealError, seal_text, verify_seal
 from cmc.errors import DataError
 from cmc.io import sha256_file
-from cmc.replay import replay
+from harness.replay import replay
 from cmc.targets import KNOWN_TARGETS, UnknownTargetError, check_targets, config_nodes
 from tests.hostile.conftest import left_unchanged
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from cmc.errors import DataError
-from cmc.runner import Run
+from harness.runs import Run
 from tests.conftest import ROOT, compose_config
 
 

@@ -45,11 +45,12 @@ def test_a_reader_url_with_userinfo_is_recorded_without_it():
 def test_no_secret_in_any_file_a_failed_api_run_writes(tmp_path, tiny_model_dir):
     from cmc.readers.hf import HFReader
     from cmc.readers.models import HubModel
-    from cmc.readers.serve import OpenAIServer, ReaderBackend
-    from cmc.runner import run
+    from cmc.readers.serve import ReaderBackend
+    from tests.readers.faulty_server import FaultyServer
+    from harness.stages import run
 
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32")
-    server = OpenAIServer(ReaderBackend(local, model_id="tiny")).start()
+    server = FaultyServer(ReaderBackend(local, model_id="tiny")).start()
     server.inject(*["400"] * 4)
     url = server.url.replace("http://", f"http://user:{SECRET}@")
     try:
@@ -84,11 +85,12 @@ def test_a_credential_passed_through_the_environment_reaches_no_file(tmp_path, t
     the URL without its userinfo, and the connection still carries it."""
     from cmc.readers.hf import HFReader
     from cmc.readers.models import HubModel
-    from cmc.readers.serve import OpenAIServer, ReaderBackend
+    from cmc.readers.serve import ReaderBackend
+    from tests.readers.faulty_server import FaultyServer
 
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",
                      max_new_tokens=4)
-    with OpenAIServer(ReaderBackend(local, model_id="tiny")) as server:
+    with FaultyServer(ReaderBackend(local, model_id="tiny")) as server:
         env = os.environ | {"CMC_TEST_URL": server.url.replace("http://", f"http://user:{SECRET}@")}
         done = subprocess.run([sys.executable, str(ROOT / "run.py"), "reader=openai", "reader.base_url=${oc.env:CMC_TEST_URL}",
                                "reader.model=tiny", "arm=cmc", "population=quick", "population.per_cell=1",

@@ -73,7 +73,8 @@ def test_this_machines_cpu_flags_are_read():
 
 @pytest.mark.slow
 def test_a_run_resumed_on_another_cpu_keeps_the_dtype_frozen_in_its_manifest(tmp_path, tiny_model_dir, monkeypatch):
-    from cmc.runner import Run, run_prepare
+    from harness.generate import run_prepare
+    from harness.runs import Run
     from tests.conftest import compose_config
 
     base = ["reader=local", f"reader.model.local_path={tiny_model_dir}", "arm=cmc", "population=quick",

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cmc.runner import run
+from harness.stages import run
 from scoring.metrics import parse_answer
 from tests.conftest import compose_config
 

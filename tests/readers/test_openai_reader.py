@@ -18,7 +18,8 @@ from cmc.prompt import load_prompt
 from cmc.readers.hf import HFReader
 from cmc.readers.models import HubModel, folder_sha256
 from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import Completion, OpenAIServer, ReaderBackend, load_backend
+from cmc.readers.serve import Completion, ReaderBackend, load_backend
+from tests.readers.faulty_server import FaultyServer
 from tests.readers.tiny_model import EVIDENCE, QA
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "reader"
@@ -41,7 +42,7 @@ def backend(hf_reader):
 
 @pytest.fixture(scope="module")
 def server(backend):
-    srv = OpenAIServer(backend, retry_after="0", timeout_hold_s=30.0).start()
+    srv = FaultyServer(backend, retry_after="0", timeout_hold_s=30.0).start()
     yield srv
     srv.stop()
 
@@ -81,7 +82,7 @@ def body_hash(reader: OpenAIReader, request) -> str:
     return hashlib.sha256(reader.payload(request)).hexdigest()
 
 
-def assert_sent_once_per_fault(server: OpenAIServer) -> None:
+def assert_sent_once_per_fault(server: FaultyServer) -> None:
     """Each body reached the server at most 1 + (faults injected on it) times, and nothing
     was sent after the server answered it."""
     per_body: dict[str, list[str]] = {}
@@ -185,18 +186,21 @@ def test_unreachable_server_is_an_error_not_an_exception(prompt):
             reader.preflight()
 
 
-def test_generate_many_keeps_input_order_under_concurrency(server, reader, prompt, expected):
+def test_the_generation_service_drives_the_api_reader_concurrently(tmp_path, server, reader, prompt, expected):
+    from cmc.cache import PredictionStore
+    from cmc.generation import GenerationService
+
     reqs = [reader.prepare(prompt, EVIDENCE, q) for q in QUESTIONS]
     server.inject("500", "drop")  # two of the six hit a fault on their first send
     seen = []
-    preds = reader.generate_many(reqs, on_result=lambda r, p: seen.append(r.id))
-    assert [p.request_id for p in preds] == [r.id for r in reqs]
-    assert [p.raw for p in preds] == [expected[q] for q in QUESTIONS]
-    assert all(p.error is None for p in preds) and sorted(seen) == sorted(r.id for r in reqs)
+    service = GenerationService(reader, PredictionStore(tmp_path / "p.sqlite"), on_finished=lambda p: seen.append(p))
+    preds = service.generate(reqs)
+    assert [preds[r.id].raw for r in reqs] == [expected[q] for q in QUESTIONS]
+    assert all(p.error is None for p in preds.values()) and sorted(p.request_id for p in seen) == sorted(preds)
     assert sum(server.counts.values()) == len(reqs) + 2
     assert set(server.counts) == {body_hash(reader, r) for r in reqs}
     assert_sent_once_per_fault(server)
-    assert reader.generate_many([]) == []
+    assert service.generate(reqs) == preds and sum(server.counts.values()) == len(reqs) + 2  # stored: none resent
 
 
 def test_extra_body_is_identity_and_reaches_the_server(server, prompt, expected):
@@ -238,7 +242,7 @@ class _Scripted:
 
 def test_answer_content_is_never_retried(prompt):
     answers = ["", "<think>\nthe pool says Rome\n</think>\n\nRome", "I don't know", "Paris"]
-    with OpenAIServer(_Scripted(answers)) as srv, make_reader(srv.url) as reader:
+    with FaultyServer(_Scripted(answers)) as srv, make_reader(srv.url) as reader:
         req = reader.prepare(prompt, EVIDENCE, QUESTIONS[0])
         first = reader.generate(req)
         assert first.raw == "" and first.error is None  # empty answer: content, kept, not retried

@@ -8,7 +8,7 @@ from hydra.utils import instantiate
 from cmc.io import sha256_text
 from cmc.records import History, Question, Record
 from cmc.render import render
-from cmc.runner import select_all
+from cmc.evidence import select_all
 from scoring.coverage import a_right_b_wrong, coverage_table, pair_coverage, summarize
 from scoring.metrics import normalize_answer
 from tests.conftest import compose_config

@@ -69,7 +69,7 @@ def test_synthetic_memory_parses_every_line(synthetic):
 
 def test_the_screen_flags_exactly_the_superseded_references(synthetic):
     memories, questions, labels = synthetic
-    evidence = screen_evidence(questions, memories, CMCArm())
+    evidence = screen_evidence(questions, memories, CMCArm().max_hops)
     flags = screen(evidence, labels).set_index("question_id")
     for qid, (*_, exact, substring) in CASES.items():
         assert flags.at[qid, "flagged"] == exact, qid
@@ -89,7 +89,7 @@ def test_earlier_and_current_values_are_normalized_surface_text(synthetic):
 
 def test_reachability_follows_the_arms_hop_limit(synthetic):
     memories, questions, labels = synthetic
-    flags = screen(screen_evidence(questions, memories, CMCArm(max_hops=1)), labels).set_index("question_id")
+    flags = screen(screen_evidence(questions, memories, max_hops=1), labels).set_index("question_id")
     assert not flags.at["mh_old", "flagged"]  # the capital key sits at depth 1, beyond one hop
     assert flags.at["sh_old", "flagged"]
 
@@ -145,7 +145,7 @@ def test_bound_table_reads_an_experiment_item_table():
 
 def test_screen_on_the_real_factconsolidation_graph(cfg, dataset, memories):
     arm = instantiate(cfg.arm)
-    evidence = screen_evidence(dataset.questions, memories, arm)
+    evidence = screen_evidence(dataset.questions, memories, arm.max_hops)
     flags = screen(evidence, instantiate(cfg.dataset).load_labels())  # labels after the evidence
     assert len(flags) == 800 and (flags["selected_keys"] > 0).all()
     counts = flag_counts(flags).set_index("hop")

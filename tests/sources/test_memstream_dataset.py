@@ -8,7 +8,9 @@ from hydra.utils import instantiate
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.frontends.grammar import GrammarFrontend
-from cmc.runner import build_memories, run, select_all
+from cmc.evidence import select_all
+from cmc.graph import build_memories
+from harness.stages import run
 from cmc.sources.memstream_builder import build, load_source, write_outputs
 from cmc.sources.rows import RowDataset
 from cmc.vault import LabelVault

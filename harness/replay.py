@@ -16,10 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.io import canonical_json, read_jsonl
+from cmc.evidence import select_all
 from cmc.manifest import PATH_REFERENCE
-from cmc.runner import ROOT, Run, select_all
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
+from harness.runs import ROOT, Run
 from scoring.metrics import score_output
 
 @dataclass

@@ -1,0 +1,140 @@
+"""The one place a request is generated.
+
+Every caller that needs a reader's answer (the runner's generate stage, the LLM frontend's
+extraction and alignment calls, multi-call methods) asks this service. It owns what must
+hold for all of them alike:
+
+- the prediction store (machine-local SQLite cache) and, for a run, its journal (the
+  committable record): a stored or journaled success is never sent again, a stored failure
+  is; the two are reconciled in both directions;
+- preflight, once per service, before the first request is sent (a wrong URL or key fails
+  there, not as hundreds of error predictions);
+- the scheduler: at most `reader.concurrency` requests in flight, sent in prefix order;
+  on Ctrl-C or a failure the requests in flight finish and are kept, nothing else is sent;
+- the counters: requests sent and the reader's prefix-cache counters.
+
+Transport retries inside one call stay with the API reader (they need the HTTP status and
+Retry-After); a request whose call ended in a failure is retried here, on the next call.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from itertools import islice
+from typing import Callable, Iterable, Iterator, Sequence
+
+from tqdm import tqdm
+
+from cmc.cache import PredictionStore
+from cmc.io import canonical_json
+from cmc.journal import PredictionJournal
+from cmc.readers.base import Prediction, Reader, Request
+
+log = logging.getLogger(__name__)
+
+
+def generation_order(requests: Iterable[Request]) -> list[Request]:
+    """Requests sorted by their input tokens (messages for readers without a tokenizer), so
+    those sharing a prefix, such as every question over one history's latest state, are
+    sent one after another and a prefix cache (ours, or a server's) computes it once. In
+    question order the single-hop and multi-hop questions of a history are far apart, and
+    each long history was prefilled twice. Callers keep their own order for results."""
+    return sorted(requests, key=lambda r: r.input_ids if r.input_ids is not None else canonical_json(list(r.messages)))
+
+
+class GenerationService:
+    """Generate, cache, journal and count requests for one reader.
+
+    `journal` is the run's committable record (None for callers whose product is frozen
+    elsewhere, such as the LLM frontend's extraction file). `on_finished` runs in the
+    calling thread after each fresh prediction is stored (the runner's sittings file)."""
+
+    def __init__(self, reader: Reader, store: PredictionStore, journal: PredictionJournal | None = None,
+                 on_finished: Callable[[Prediction], None] | None = None, label: str = "generate") -> None:
+        self.reader, self.store, self.journal = reader, store, journal
+        self.on_finished, self.label = on_finished, label
+        self.sent = 0
+        self._preflighted = False
+
+    def stored(self, requests: Sequence[Request]) -> tuple[dict[str, Prediction], list[Request]]:
+        """Successes already held (store or journal) by request id, and the requests still to
+        send. The journal seeds the store (resuming on another machine) and the store
+        backfills the journal (a success stored by an earlier process of this run)."""
+        journaled = self.journal.read() if self.journal is not None else {}
+        done: dict[str, Prediction] = {}
+        pending: dict[str, Request] = {}
+        backfill: list[Prediction] = []
+        for request in requests:
+            stored = self.store.get(request.id)
+            if (stored is None or stored.error is not None) and request.id in journaled:
+                stored = journaled[request.id]
+                self.store.put(stored)
+            if stored is None or stored.error is not None:
+                pending[request.id] = request
+                continue
+            done[request.id] = stored
+            if self.journal is not None and request.id not in journaled:
+                backfill.append(stored)
+        if self.journal is not None:
+            self.journal.append(backfill)
+        return done, list(pending.values())
+
+    def generate(self, requests: Sequence[Request]) -> dict[str, Prediction]:
+        """Every request's prediction by id: held successes as they are, the rest sent now.
+        A failed call comes back as a prediction with `error` set (stored, not journaled)."""
+        done, pending = self.stored(requests)
+        level = logging.INFO if len(requests) > 1 else logging.DEBUG  # one-off calls (extraction) stay quiet
+        log.log(level, "%s: %d requests to generate (%d already stored)", self.label, len(pending), len(done))
+        if pending:
+            self.preflight()
+        for prediction in self._send(generation_order(pending)):
+            done[prediction.request_id] = prediction
+        return done
+
+    def answer(self, request: Request) -> Prediction:
+        """One request's prediction (stored, else generated now)."""
+        return self.generate([request])[request.id]
+
+    def preflight(self) -> None:
+        if not self._preflighted:
+            self.reader.preflight()
+            self._preflighted = True
+
+    def counters(self) -> dict[str, int]:
+        """Requests sent by this service and the reader's own counters (prefix cache)."""
+        return {"requests_sent": self.sent, **self.reader.counters()}
+
+    def _keep(self, prediction: Prediction) -> Prediction:
+        self.store.put(prediction)
+        if self.journal is not None:
+            self.journal.append([prediction])
+        self.sent += 1
+        if self.on_finished is not None:
+            self.on_finished(prediction)
+        return prediction
+
+    def _send(self, ordered: list[Request]) -> Iterator[Prediction]:
+        """At most `concurrency` requests are handed to the pool at a time: a pool given every
+        request up front would, on Ctrl-C or a failure, go on sending all of them (hours on
+        a CPU) and drop the answers. Requests in flight when that happens finish and are kept."""
+        if not ordered:
+            return
+        workers = max(1, int(self.reader.concurrency))
+        queue = iter(ordered)
+        progress = tqdm(total=len(ordered), desc=self.label, disable=None, mininterval=2)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"gen-{self.reader.name}") as pool:
+            in_flight: set[Future[Prediction]] = {pool.submit(self.reader.generate, r) for r in islice(queue, workers)}
+            try:
+                while in_flight:
+                    for future in wait(in_flight, return_when=FIRST_COMPLETED).done:
+                        in_flight.discard(future)
+                        yield self._keep(future.result())
+                        progress.update(1)
+                        in_flight |= {pool.submit(self.reader.generate, r) for r in islice(queue, 1)}
+            except BaseException:
+                for future in wait(in_flight).done:
+                    if future.exception() is None:
+                        self._keep(future.result())
+                raise
+            finally:
+                progress.close()

@@ -1,0 +1,58 @@
+"""The prepare and generate stages: freeze the manifest, then hand every request to the
+generation service (cmc/generation.py), which sends only what is not stored yet."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from cmc.bundle import read_manifest
+from cmc.errors import DataError
+from cmc.generation import GenerationService
+from cmc.io import atomic_write_text
+from cmc.manifest import build_manifest, config_differences, git_state
+from cmc.sittings import Sitting
+from harness.runs import ROOT, Run
+
+log = logging.getLogger(__name__)
+
+
+def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Freeze the manifest (config, pins, preregistered contrasts) before any generation."""
+    run = run or Run(cfg)
+    if not run.questions:  # nothing to seal or score: say so before anything is frozen
+        raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
+    pin = run.requests[0].pin
+    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, pin, run.prompt.version, ROOT)
+    path = run.work_dir / "manifest.json"
+    if not path.is_file():
+        atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    elif changed := config_differences(read_manifest(path.parent).get("config", {}), manifest["config"]):
+        raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
+                        f"move it away to start over")
+    return path
+
+
+def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Send every request without a stored successful prediction; store each on arrival."""
+    run = run or Run(cfg)
+    if run.sealed:
+        log.info("bundle already sealed, nothing to generate: %s", run.bundle_dir)
+        return run.bundle_dir
+    with run.lock:
+        run_prepare(cfg, run)
+        store = run.store()
+        sitting = Sitting(run.work_dir / "sittings.jsonl", code=git_state(ROOT))
+        service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}",
+                                    on_finished=lambda _: sitting.finished(**run.reader.counters()))
+        try:
+            service.generate(run.requests)
+        finally:
+            store.close()
+    run.prefill = run.reader.counters() or None
+    if run.prefill:
+        log.info("prefill tokens: %(prefill_tokens_total)d computed-or-reused, %(prefill_tokens_saved)d from the "
+                 "prefix cache", run.prefill)
+    return store.path

@@ -1,0 +1,132 @@
+"""One (dataset, frontend, population, arm, reader) run: its pieces, built lazily once, and
+the folders it writes (evidence, work, bundle, scores)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from cmc.bundle import read_manifest
+from cmc.cache import PredictionStore
+from cmc.errors import DataError
+from cmc.evidence import rebuild_text
+from cmc.graph import Memory, build_memories
+from cmc.io import read_jsonl
+from cmc.journal import PredictionJournal
+from cmc.locks import RunLock
+from cmc.prompt import Prompt, load_prompt
+from cmc.readers.base import Reader, Request
+from cmc.records import Question
+from cmc.sources import Dataset
+from cmc.targets import instantiate_known
+from harness.evidence import evidence_is_current, evidence_path, write_run_evidence
+
+ROOT = Path(__file__).resolve().parent.parent
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+@dataclass
+class Run:
+    """Lazily built pieces of one run; every stage of one process shares them."""
+
+    cfg: DictConfig
+    prefill: dict[str, int] | None = None  # the reader's counters after generate
+    evidence_written: bool = False  # by this process, with this code
+    frozen_reader_pin: dict[str, Any] | None = None  # a replayed bundle's; else read from this run's manifest
+
+    @cached_property
+    def adapter(self) -> Any:
+        return instantiate_known(self.cfg.dataset)
+
+    @cached_property
+    def dataset(self) -> Dataset:
+        return self.adapter.load()
+
+    @cached_property
+    def questions(self) -> list[Question]:
+        return instantiate_known(self.cfg.population).select(self.dataset.questions)
+
+    @cached_property
+    def memories(self) -> dict[str, Memory]:
+        return build_memories(self.dataset, instantiate_known(self.cfg.frontend))
+
+    @cached_property
+    def reader(self) -> Reader:
+        """The configured reader, held to what this run's frozen manifest fixed (the dtype
+        `auto` resolved to, the identity scheme), so resuming or re-checking a run on
+        another machine or library version rebuilds the same request ids."""
+        reader = instantiate_known(self.cfg.reader)
+        frozen = self.frozen_reader_pin if self.frozen_reader_pin is not None else self._recorded_reader_pin()
+        if frozen:
+            reader.freeze(frozen)
+        return reader
+
+    def _recorded_reader_pin(self) -> dict[str, Any] | None:
+        for manifest in (self.bundle_dir / "manifest.json", self.work_dir / "manifest.json"):
+            if manifest.is_file():
+                return read_manifest(manifest.parent).get("reader_pin")
+        return None
+
+    @cached_property
+    def prompt(self) -> Prompt:
+        return load_prompt(self.cfg.prompt)
+
+    @property
+    def name(self) -> str:
+        parts = {key: self.cfg[key].name for key in ("dataset", "frontend", "population", "arm", "reader")}
+        for key, part in {**parts, "experiment": self.cfg.experiment.name}.items():
+            if not isinstance(part, str) or not SAFE_NAME.fullmatch(part):  # names become folder names
+                raise DataError(f"{key}.name = {part!r}: use letters, digits, '_', '.' and '-' (not leading '.')")
+        return "-".join(parts.values())
+
+    @cached_property
+    def lock(self) -> RunLock:
+        """Held from generation to seal: one process per run (cmc/locks.py)."""
+        where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}.lock"
+        return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}")
+
+    @property
+    def bundle_dir(self) -> Path:
+        return Path(self.cfg.paths.bundles_dir) / self.cfg.experiment.name / self.name
+
+    @property
+    def work_dir(self) -> Path:
+        return Path(self.cfg.paths.work_dir) / self.cfg.experiment.name / self.name
+
+    @property
+    def scores_dir(self) -> Path:
+        return Path(self.cfg.paths.scores_dir) / self.cfg.experiment.name / self.name
+
+    def packets(self) -> list[dict[str, Any]]:
+        if not evidence_is_current(self.cfg, self.adapter.pin):
+            write_run_evidence(self)
+        packets = {p["question_id"]: p for p in read_jsonl(evidence_path(self.cfg))}
+        return [packets[q.qid] for q in self.questions]
+
+    @cached_property
+    def requests(self) -> list[Request]:
+        """Built once per run: prepare, generate and seal share them (tokenizing long
+        evidence three times was measurable)."""
+        return self.requests_for(self.packets())
+
+    def requests_for(self, packets: list[dict[str, Any]]) -> list[Request]:
+        """Rebuild each question's request from its evidence packet (tokenizer only, no weights)."""
+        out = []
+        for question, packet in zip(self.questions, packets):
+            text = rebuild_text(self.dataset.histories[question.history_id], packet)
+            out.append(self.reader.prepare(self.prompt, text, question.text))
+        return out
+
+    def store(self) -> PredictionStore:
+        return PredictionStore(Path(self.cfg.paths.cache_dir) / "predictions.sqlite")
+
+    def journal(self) -> PredictionJournal:
+        return PredictionJournal(self.work_dir / "predictions.jsonl")
+
+    @property
+    def sealed(self) -> bool:
+        return (self.bundle_dir / "SEAL").is_file()

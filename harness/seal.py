@@ -1,0 +1,108 @@
+"""The seal stage: assemble the bundle from the frozen manifest, the evidence, the requests
+and the stored predictions, refusing failed requests unless the user allowed them. A sealed
+bundle is final; rerunning only checks that this code still reproduces it."""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
+from cmc.errors import DataError
+from cmc.io import canonical_json, jsonl_text, read_json, sha256_text
+from cmc.manifest import config_differences, experiment_config
+from cmc.readers.base import Prediction
+from cmc.sittings import read_sittings, total
+from harness.evidence import write_run_evidence
+from harness.runs import Run
+
+log = logging.getLogger(__name__)
+
+
+def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Assemble the bundle from frozen manifest, evidence, requests and stored predictions."""
+    run = run or Run(cfg)
+    if run.sealed:
+        check_reproduces(run)
+        log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
+        return run.bundle_dir
+    with run.lock:
+        if run.sealed:  # sealed by the process that held the lock before us
+            return run_seal(cfg, run)
+        return _seal(cfg, run)
+
+
+def _seal(cfg: DictConfig, run: Run) -> Path:
+    manifest = read_json(run.work_dir / "manifest.json")
+    requests, packets, store = run.requests, run.packets(), run.store()
+    predictions: list[Prediction] = []
+    for request in requests:
+        prediction = store.get(request.id)
+        if prediction is None:
+            raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
+        predictions.append(prediction)
+    store.close()
+    if failed := check_failures(predictions, cfg.get("allow_errors", False)):
+        manifest = {**manifest, "sealed_with_errors": failed}
+    preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
+    bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
+    sittings = run.work_dir / "sittings.jsonl"
+    if sittings.is_file():  # timings go to the scores, not into the deterministic bundle
+        log.info("generation: %(sittings)d sitting(s), %(requests)d requests, %(seconds).1f s",
+                 total(read_sittings(sittings)))
+        run.scores_dir.mkdir(parents=True, exist_ok=True)
+        shutil.move(sittings, run.scores_dir / "sittings.jsonl")
+    shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
+    return bundle
+
+
+def check_failures(predictions: list[Prediction], allow_errors: bool | float) -> dict[str, Any] | None:
+    """Refuse to seal failed requests unless the user allowed that share: a sealed bundle is
+    final, so a short outage must not become a permanent 0%. Returns what the manifest
+    records when failures are sealed."""
+    failed = [p for p in predictions if p.error is not None]
+    if not failed:
+        return None
+    if isinstance(allow_errors, bool):
+        share = 1.0 if allow_errors else 0.0
+    elif isinstance(allow_errors, (int, float)) and 0 <= allow_errors <= 1:
+        share = float(allow_errors)
+    else:
+        raise DataError(f"allow_errors must be true, false or a share in [0, 1], got {allow_errors!r}")
+    if len(failed) > share * len(predictions):
+        raise DataError(
+            f"{len(failed)} of {len(predictions)} requests failed (first: {failed[0].error[:300]}); nothing was "
+            f"sealed. The {len(predictions) - len(failed)} answers are kept: run again to retry only the failed "
+            f"requests, or seal them as wrong answers with allow_errors=true (recorded in the manifest)")
+    return {"allow_errors": allow_errors, "failed": len(failed), "of": len(predictions)}
+
+
+def request_rows(run: Run) -> list[dict[str, Any]]:
+    """What a bundle keeps of each request: ids, sizes and a hash, not the rendered text."""
+    return [
+        {"question_id": q.qid, "request_id": r.id, "reader": r.reader, "prompt_version": r.prompt_version,
+         "generation": r.generation, "input_tokens": len(r.input_ids) if r.input_ids is not None else None,
+         "evidence_truncated_tokens": r.evidence_truncated_tokens,
+         "messages_sha256": sha256_text(canonical_json(list(r.messages)))}
+        for q, r in zip(run.questions, run.requests)
+    ]
+
+
+def check_reproduces(run: Run) -> None:
+    """A sealed bundle stands only if this code and config still produce its config,
+    evidence and requests byte for byte; otherwise say so rather than keep a stale result.
+    The evidence is recomputed with this code, never read back from an earlier run's file."""
+    if not run.evidence_written:
+        write_run_evidence(run)
+    sealed = sealed_digests(run.bundle_dir)
+    fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
+    changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
+    keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
+    if keys:
+        changed.insert(0, f"config ({', '.join(keys[:5])})")
+    if changed:
+        raise SealError(f"{run.bundle_dir}: sealed from a different {', '.join(changed)} than this code and config "
+                        f"produce; move the bundle away to run again")

@@ -1,0 +1,63 @@
+"""The stages behind run.py: evidence -> prepare -> generate -> seal -> score, or all.
+
+Every stage is a pure function of the composed config and what earlier stages left on
+disk: evidence packets under results/evidence, predictions in the crash-safe store, the
+frozen manifest and the prediction journal under results/work. So `stage=<name>` reruns
+one stage, and an interrupted run resumes where it stopped, on this machine (the store) or
+on another (the committed journal): finished generations are never sent again. A sealed
+bundle is final: rerunning checks that evidence and requests still reproduce it, and sends
+nothing.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from omegaconf import DictConfig
+
+from cmc.io import atomic_write_text
+from cmc.vault import LabelVault
+from harness.evidence import write_run_evidence
+from harness.generate import run_generate, run_prepare
+from harness.runs import Run
+from harness.seal import run_seal
+from scoring.report import score_bundle
+
+
+def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
+    return write_run_evidence(run or Run(cfg))
+
+
+def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
+    """Open labels through the vault (seal verified) and score every item."""
+    run = run or Run(cfg)
+    labels = LabelVault(run.adapter.load_labels).open(run.bundle_dir)
+    return score_bundle(run.bundle_dir, labels, {q.qid: q for q in run.dataset.questions}, run.scores_dir)
+
+
+def run_all(cfg: DictConfig) -> Path:
+    run = Run(cfg)
+    already_sealed = run.sealed
+    timings = {}
+    for name, stage in (("evidence", run_evidence), ("generate", run_generate), ("seal", run_seal), ("score", run_score)):
+        start = time.perf_counter()
+        result = stage(cfg, run)
+        timings[name] = round(time.perf_counter() - start, 3)
+    if not already_sealed:  # a rerun over a sealed bundle must not replace the timings of the run that made it
+        info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
+        atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")
+    return result
+
+
+STAGES: dict[str, Callable[..., Path]] = {
+    "evidence": run_evidence, "prepare": run_prepare, "generate": run_generate,
+    "seal": run_seal, "score": run_score, "all": run_all,
+}
+
+
+def run(cfg: DictConfig) -> Path:
+    if cfg.stage not in STAGES:
+        raise ValueError(f"unknown stage {cfg.stage!r}; valid stages: {', '.join(sorted(STAGES))}")
+    return STAGES[cfg.stage](cfg)

@@ -1,0 +1,81 @@
+"""Floors: every import points down. The method (`cmc`) imports neither the evidence views
+(`arms`), `scoring` nor the stage driver (`harness`); `arms` and `scoring` import only the
+method; the driver sits above all three. Inside the method, a dataset adapter does not
+import a frontend and a reader imports neither. Lazy (function-level) and type-only imports
+count: they are dependencies all the same."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("cmc", "arms", "scoring", "harness")
+RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2}
+# (importing module prefix, imported module prefix) pairs forbidden inside a floor
+FORBIDDEN_WITHIN = (("cmc.sources", "cmc.frontends"), ("cmc.readers", "cmc.frontends"), ("cmc.readers", "cmc.sources"),
+                    ("cmc.readers", "cmc.graph"))
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, relative ones resolved."""
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join([*base, node.module] if node.module else base)
+            found += [(node.lineno, name)]
+            if node.module is None or node.level:  # `from . import x` may name modules
+                found += [(node.lineno, f"{name}.{alias.name}") for alias in node.names]
+    return found
+
+
+def violations(root: Path) -> list[str]:
+    """Every import that points up a floor, sideways between arms and scoring, or across a
+    forbidden pair inside the method."""
+    out = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            importer = module_name(path, root)
+            for line, imported in imported_modules(path, root):
+                top = imported.split(".")[0]
+                if top not in RANK or top == package:
+                    bad = any(importer.startswith(a) and imported.startswith(b) for a, b in FORBIDDEN_WITHIN)
+                elif RANK[top] >= RANK[package]:
+                    bad = True
+                else:
+                    bad = False
+                if bad:
+                    out.append(f"{path.relative_to(root)}:{line}: {importer} imports {imported}")
+    return out
+
+
+def test_every_import_points_down():
+    assert violations(ROOT) == []
+
+
+def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
+    files = {
+        "cmc/__init__.py": "", "cmc/core.py": "def f():\n    from harness.stages import run\n",
+        "cmc/sources/__init__.py": "from cmc.frontends.grammar import GrammarFrontend\n",
+        "arms/__init__.py": "", "arms/x.py": "import scoring.metrics\nfrom cmc.graph import Memory\n",
+        "scoring/__init__.py": "", "scoring/y.py": "from . import metrics\n",
+        "harness/__init__.py": "", "harness/z.py": "from arms.x import y\nfrom scoring import metrics\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert violations(tmp_path) == [
+        "cmc/core.py:2: cmc.core imports harness.stages",
+        "cmc/sources/__init__.py:1: cmc.sources imports cmc.frontends.grammar",
+        "arms/x.py:1: arms.x imports scoring.metrics",
+    ]
