@@ -13,6 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+import harness.config  # noqa: F401  (registers the schemas and the `csv` resolver the configs use)
 from cmc.errors import report_data_errors
 from harness.stages import run
 from cmc.secrets import refuse_secret_overrides, scrub_log_handlers

@@ -81,6 +81,8 @@ def experiment_config(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _keep_path_references(resolved: Any, raw: Any) -> Any:
+    if isinstance(resolved, (dict, list)) and not isinstance(raw, type(resolved)):
+        return resolved  # a whole node interpolated from elsewhere (`embedder: ${embedder}`): its values count
     if isinstance(resolved, dict):
         return {k: _keep_path_references(v, raw[k]) for k, v in resolved.items()}
     if isinstance(resolved, list):

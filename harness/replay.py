@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
@@ -20,7 +19,9 @@ from cmc.evidence import select_all
 from cmc.manifest import PATH_REFERENCE
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
-from harness.runs import ROOT, Run
+from harness.config import compose
+from harness.runs import Run
+from harness.schemas import check_config
 from scoring.metrics import score_output
 
 @dataclass
@@ -42,13 +43,13 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     before anything is composed: a bundle is someone else's data, never code to run."""
     recorded = (manifest or read_manifest(bundle))["config"]
     check_recorded_config(recorded, f"{bundle / 'manifest.json'}")
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config")
+    cfg = compose(check=False)
     OmegaConf.set_struct(cfg, False)
     for key, node in recorded.items():
         cfg[key] = node
     cfg.merge_with_dotlist(list(overrides))
     OmegaConf.set_struct(cfg, True)
+    check_config(cfg, f"{bundle / 'manifest.json'}")
     return cfg
 
 

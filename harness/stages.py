@@ -22,6 +22,7 @@ from cmc.vault import LabelVault
 from harness.evidence import write_run_evidence
 from harness.generate import run_generate, run_prepare
 from harness.runs import Run
+from harness.schemas import check_config
 from harness.seal import run_seal
 from scoring.report import score_bundle
 
@@ -58,6 +59,8 @@ STAGES: dict[str, Callable[..., Path]] = {
 
 
 def run(cfg: DictConfig) -> Path:
+    """Check the composed config against the schemas, then run the chosen stage."""
+    check_config(cfg)
     if cfg.stage not in STAGES:
         raise ValueError(f"unknown stage {cfg.stage!r}; valid stages: {', '.join(sorted(STAGES))}")
     return STAGES[cfg.stage](cfg)

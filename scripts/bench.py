@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from harness.config import compose
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,8 +48,7 @@ def p95(values: list[float]) -> float:
 
 def main() -> None:
     os.environ.setdefault("CMC_DATA_DIR", str(ROOT.parent / "shared" / "data"))
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config")
+    cfg = compose()
     dataset = instantiate_known(cfg.dataset).load()
     frontend = instantiate_known(cfg.frontend)
 

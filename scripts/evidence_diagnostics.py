@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hydra import compose, initialize_config_dir  # noqa: E402
+from harness.config import compose  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.io import atomic_write_text, read_jsonl  # noqa: E402
@@ -26,8 +26,7 @@ DEFAULT_ARMS = ["cmc", "prior_read_refresh", "stale_closure", "stale_state", "fa
 
 
 def main(arms: list[str]) -> None:
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        configs = [compose("config", overrides=[f"arm={arm}"]) for arm in arms]
+    configs = [compose(f"arm={arm}") for arm in arms]
     adapter = instantiate_known(configs[0].dataset)
     dataset = adapter.load()
     memories = build_memories(dataset, instantiate_known(configs[0].frontend))

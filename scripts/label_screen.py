@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
+from harness.config import compose  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 
 from cmc.bundle import read_manifest  # noqa: E402
@@ -68,8 +68,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"arm={args.arm}", f"frontend={args.frontend}"])
+    cfg = compose(f"arm={args.arm}", f"frontend={args.frontend}")
     adapter = instantiate_known(cfg.dataset)
     dataset = adapter.load()
     memories = build_memories(dataset, instantiate_known(cfg.frontend))

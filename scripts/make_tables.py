@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
+from harness.config import compose  # noqa: E402
 from cmc.errors import report_data_errors  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 
@@ -50,9 +50,7 @@ def main() -> None:
         parser.add_argument(f"--{key}", help=f"use only bundles of this {key} (default: the experiment's)")
     args = parser.parse_args()
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={args.experiment}"]
-                      + ([f"dataset={args.dataset}"] if args.dataset else []))
+    cfg = compose(f"experiment={args.experiment}", *([f"dataset={args.dataset}"] if args.dataset else []))
     defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": "all",
                 "reader": cfg.reader.name}
     wanted = {key: getattr(args, key) or default for key, default in defaults.items()}

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,8 +21,9 @@ os.environ.setdefault("CMC_ALLOW_DIRTY", "true")
 
 def compose_config(*overrides: str):
     os.environ.setdefault("CMC_DATA_DIR", str(DATA_DIR))
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    from harness.config import compose  # after CMC_DATA_DIR is set
+
+    return compose(*overrides)
 
 
 @pytest.fixture(scope="session")

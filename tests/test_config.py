@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from harness.config import compose
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
 
@@ -69,8 +69,7 @@ def test_evidence_stage_is_byte_identical_across_runs(tmp_path, arm):
                                               if p.stem != "adhoc"))
 def test_experiment_presets_sweep_exactly_their_views(experiment):
     """`run.py -m experiment=X` runs every view its tables expect, and each contrast compares two of them."""
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+    cfg = compose(f"experiment={experiment}", return_hydra_config=True)
     views = list(cfg.experiment.views)
     assert cfg.hydra.sweeper.params.arm.split(",") == views
     assert all(compose_config(f"arm={view}").arm.name == view for view in views)

@@ -37,6 +37,12 @@ def test_differences_name_the_keys_and_ignore_recorded_locations():
     assert config_differences(legacy, fresh) == ["arm.max_hops", "extra", "read.budget_chars"]
 
 
+def test_a_node_interpolated_whole_is_recorded_resolved():
+    config = experiment_config(compose_config("arm=dense", "embedder=minilm"))
+    assert config["arm"]["embedder"]["_target_"] == "arms.embedders.FlagEmbedder"  # crashed before: TypeError
+    assert config["arm"]["embedder"] == experiment_config(compose_config("embedder=minilm"))["embedder"]
+
+
 def test_dirty_means_code_or_config_changed_not_results(tmp_path):
     def git(*args: str) -> None:
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,

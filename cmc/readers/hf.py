@@ -11,7 +11,7 @@ import copy
 import re
 from collections import OrderedDict
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import transformers
@@ -48,7 +48,7 @@ class HFReader:
         self,
         name: str,
         model: ModelSource,
-        dtype: str = "float16",
+        dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float16",
         attn_implementation: str = "sdpa",
         max_new_tokens: int = 64,
         max_input_tokens: int | None = None,

@@ -37,13 +37,25 @@ def test_a_missing_file_and_a_bad_jsonl_line_are_named(tmp_path):
         read_jsonl(tmp_path / "rows.jsonl")
 
 
+@pytest.mark.parametrize("override, message", [
+    ("arm.max_hops=1.5", r"config: arm\.max_hops = 1\.5: .*converted to Integer"),
+    ("arm.budget_chars=lots", r"config: arm\.budget_chars = 'lots': .*converted to Integer"),
+    ("arm.empty_fallback=latst_state", r"arm\.empty_fallback = 'latst_state': .*expected one of \[history, latest_state\]"),
+    ("+arm.max_hopz=3", r"arm\.max_hopz is not a parameter of arms\.cmc\.CMCArm \(its parameters: budget_chars, "),
+    ("reader.dtype=float99", r"reader\.dtype = 'float99': .*expected one of \[auto, float32, bfloat16, float16\]"),
+    ("population.per_cell=many", r"population\.per_cell = 'many'"),
+])
+def test_a_typo_in_a_value_or_a_key_fails_at_compose_time(override, message):
+    """The structured schemas (harness/schemas.py) catch it before any stage runs."""
+    with pytest.raises(DataError, match=message):
+        compose_config("arm=cmc", override)
+
+
 @pytest.mark.parametrize("override, key", [
-    ("arm.max_hops=1.5", "max_hops must be an integer"),
     ("arm.max_hops=0", "max_hops must be an integer"),
     ("arm.budget_chars=-5", "budget_chars must be a positive integer"),
-    ("arm.budget_chars=lots", "budget_chars must be a positive integer"),
 ])
-def test_a_mistyped_arm_value_is_one_data_error(override, key):
+def test_a_value_of_the_right_type_out_of_range_is_one_data_error(override, key):
     with pytest.raises(DataError, match=rf"arm: {key}"):
         instantiate_known(compose_config("arm=cmc", override).arm, "arm")
 

@@ -33,6 +33,14 @@ def test_bad_input_is_one_line_with_exit_status_2(tmp_path, tiny_model_dir):
     assert not (tmp_path / "escape").exists() and not (tmp_path / "results").exists()
 
 
+def test_a_config_typo_stops_run_py_before_anything_is_written(tmp_path, tiny_model_dir):
+    done = subprocess.run([sys.executable, "run.py", *_base(tmp_path, tiny_model_dir), "arm.empty_fallback=latst_state",
+                           f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("cmc: error: config: arm.empty_fallback = 'latst_state'")
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
 @pytest.mark.slow
 def test_a_second_process_on_the_same_run_stops_at_once(tmp_path, tiny_model_dir):
     overrides = _base(tmp_path, tiny_model_dir)

@@ -167,7 +167,9 @@ def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, p
     ("llama31_8b", "meta-llama/Llama-3.1-8B-Instruct", "0e9e39f249a16976918f6564b8830bc894c89659", 131_072),
 ])
 def test_reader_configs_instantiate_without_weights(config: str, repo: str, revision: str, context: int) -> None:
-    reader = instantiate(OmegaConf.load(CONF / f"{config}.yaml"), _recursive_=True)
+    from tests.conftest import compose_config
+
+    reader = instantiate(compose_config(f"reader={config}").reader, _recursive_=True)
     assert isinstance(reader, HFReader) and isinstance(reader.source, HubModel)
     assert reader.name == config and reader.source.pin == {"repo": repo, "revision": revision}
     assert (reader.dtype_setting, reader.attn_implementation, reader.max_new_tokens) == ("auto", "sdpa", 64)

@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from cmc.errors import DataError
 from cmc.readers import offline
@@ -388,7 +387,9 @@ def test_reader_configs_pin_the_official_files(config, size):
     if not README.is_file():
         pytest.skip(f"{README} not found")
     want = readme_pins()[size]
-    cfg = OmegaConf.load(ROOT / "conf" / "reader" / f"{config}.yaml")
+    from tests.conftest import compose_config
+
+    cfg = compose_config(f"reader={config}").reader  # composed: the 0.5B inherits the 1.5B's settings
     assert cfg.name == config and cfg.model.name == config
     assert cfg._target_ == "cmc.readers.hf.HFReader" and cfg.dtype == "auto"
     assert cfg.attn_implementation == "sdpa" and cfg.max_new_tokens == 64 and cfg.max_input_tokens == 32768
@@ -421,8 +422,11 @@ def test_real_qwen25_coder_05b_from_pypi_carriers(capsys):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf", reason="the `gguf` package is needed to convert; pip install .[offline]")
-    cfg = OmegaConf.load(ROOT / "conf" / "reader" / "qwen25_coder_05b.yaml")
     from hydra.utils import instantiate
+
+    from tests.conftest import compose_config
+
+    cfg = compose_config("reader=qwen25_coder_05b").reader
 
     source = instantiate(cfg.model)
     if not source._complete(source.folder) and importlib.util.find_spec(f"{source.carrier}1") is None:

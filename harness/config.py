@@ -1,0 +1,34 @@
+"""The one way a config is composed outside run.py's @hydra.main: scripts, tests, replay
+and the notebook call `compose`, which checks the result against the structured schemas
+(harness/schemas.py) exactly as run.py does before any stage runs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from harness.schemas import check_config, register_schemas
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def _csv(items: Sequence[str]) -> str:
+    """`${csv:${experiment.views}}`: an experiment's sweep is derived from its views."""
+    return ",".join(str(item) for item in items)
+
+
+OmegaConf.register_new_resolver("csv", _csv, replace=True)
+register_schemas()
+
+
+def compose(*overrides: str, return_hydra_config: bool = False, check: bool = True) -> DictConfig:
+    """conf/config.yaml with the overrides, checked (`check=False` only where a recorded
+    config is put back node by node and checked after, as replay does)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=list(overrides), return_hydra_config=return_hydra_config)
+    if check:
+        check_config(cfg)
+    return cfg

@@ -1,0 +1,135 @@
+"""Structured configs: one dataclass per configurable class, made from its constructor.
+
+Each class a config may name (cmc.targets.KNOWN_TARGETS) gets a dataclass whose fields are
+the constructor's parameters with their annotations and defaults; `Literal` choices become
+an Enum, so `arm.empty_fallback=latst_state` fails like `arm.max_hops=1.5` and
+`+arm.max_hopz=3`: at compose time, naming the key, before any stage runs. Deriving the
+schemas from the signatures keeps one source of truth (a hand-written copy per class would
+drift from the code it describes). They are registered in Hydra's ConfigStore under
+`schema/<group>/<Class>`, and `check_config` validates every `_target_` node of a composed
+config against its class's schema without changing the config (a merged schema would add
+every default to the manifest, and the committed bundles' configs must stay as they are).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import inspect
+import types
+import typing
+from functools import lru_cache
+from typing import Any, Literal, Optional, Union
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from cmc.errors import DataError
+from cmc.targets import KNOWN_TARGETS, config_nodes
+
+_PLAIN = (int, float, str, bool)
+
+
+def _field_type(annotation: Any) -> Any:
+    """The OmegaConf-checkable type of an annotation: plain scalars, Optional of one, an
+    Enum for Literal choices; anything else (lists, mappings, nested classes) is Any."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in _PLAIN:
+        return annotation
+    if origin is Literal and all(isinstance(a, str) for a in args):
+        return enum.Enum("Choice", {a: a for a in args}, type=str)  # str mixin: values compare as strings
+    if origin in (Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        inner = _field_type(rest[0]) if len(rest) == 1 else Any
+        return Any if inner is Any else Optional[inner]
+    return Any
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls.__init__)
+    except (NameError, TypeError):  # a name only imported for type checking: check what resolves
+        hints = {}
+        namespace = vars(importlib.import_module(cls.__module__))
+        for name, raw in getattr(cls.__init__, "__annotations__", {}).items():
+            try:
+                hints[name] = typing.get_type_hints(types.SimpleNamespace(__annotations__={name: raw}),
+                                                    globalns=namespace)[name]
+            except (NameError, TypeError):
+                hints[name] = Any
+        return hints
+
+
+def _parameters(cls: type) -> tuple[list[tuple[inspect.Parameter, Any]], bool]:
+    """Constructor parameters with their annotations, following `**kwargs` up the classes
+    that forward it to `super().__init__` (StaleClosure -> CMCArm -> GraphRead); the bool
+    says whether the last constructor still takes arbitrary keywords."""
+    found: dict[str, tuple[inspect.Parameter, Any]] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        hints = _hints(klass)
+        params = list(inspect.signature(klass.__init__).parameters.values())[1:]
+        for parameter in params:
+            if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
+                found.setdefault(parameter.name, (parameter, hints.get(parameter.name, Any)))
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return list(found.values()), False
+    return list(found.values()), True
+
+
+@lru_cache(maxsize=None)
+def schema_for(target: str) -> tuple[type, bool]:
+    """The dataclass for a listed class, and whether the class takes extra keyword arguments."""
+    if target not in KNOWN_TARGETS:
+        raise DataError(f"{target}: not one of this project's classes")
+    module, _, name = target.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    parameters, open_ended = _parameters(cls)
+    fields: list[tuple[str, Any, Any]] = [("_target_", str, dataclasses.field(default=target))]
+    for parameter, annotation in parameters:
+        default = MISSING if parameter.default is parameter.empty else parameter.default
+        kind = _field_type(annotation)
+        if isinstance(kind, type) and issubclass(kind, enum.Enum) and isinstance(default, str):
+            default = kind(default)
+        if isinstance(default, (*_PLAIN, enum.Enum, type(None))) or default is MISSING:
+            default = dataclasses.field(default=default)
+        else:  # a mutable default (a tuple, a dict) is not a dataclass default
+            default = dataclasses.field(default_factory=lambda value=default: value)
+        fields.append((parameter.name, kind, default))
+    return dataclasses.make_dataclass(f"{name}Schema", fields), open_ended
+
+
+def register_schemas() -> None:
+    """Every schema in Hydra's ConfigStore, grouped by the package of its class."""
+    store = ConfigStore.instance()
+    for target in sorted(KNOWN_TARGETS):
+        group = target.split(".")[-2]
+        store.store(group=f"schema/{group}", name=target.rsplit(".", 1)[1], node=schema_for(target)[0])
+
+
+def check_config(cfg: DictConfig, where: str = "config") -> None:
+    """Validate every `_target_` node against its class's schema: unknown keys, values of the
+    wrong type and choices outside a Literal fail here with the dotted key named."""
+    tree = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=False) if OmegaConf.is_config(
+        cfg[key]) else cfg[key] for key in cfg if key != "hydra"}  # Hydra's own node is its business
+    for key, node in config_nodes(tree):
+        if isinstance(node, dict) and node.get("_target_") in KNOWN_TARGETS:
+            _check_node(key, node, where)
+
+
+def _check_node(key: str, node: dict[str, Any], where: str) -> None:
+    schema, open_ended = schema_for(node["_target_"])
+    known = {f.name for f in dataclasses.fields(schema)}
+    unknown = sorted(set(node) - known)
+    if unknown and not open_ended:
+        raise DataError(f"{where}: {key}.{unknown[0]} is not a parameter of {node['_target_']} "
+                        f"(its parameters: {', '.join(sorted(known - {'_target_'}))})")
+    values = {name: value for name, value in node.items() if name in known and not isinstance(value, (dict, list))}
+    try:
+        OmegaConf.merge(OmegaConf.structured(schema), values)
+    except OmegaConfBaseException as exc:
+        name = getattr(exc, "full_key", None) or getattr(exc, "key", None) or "?"
+        message = str(exc).splitlines()[0]
+        raise DataError(f"{where}: {key}.{name} = {values.get(str(name))!r}: {message}") from None
