@@ -1,22 +1,17 @@
 """Where a gold string matches in a text, for highlighting.
 
 The released scorer compares normalized strings (lowercase, no ASCII punctuation, no
-articles, squeezed spaces), so a match in the raw text may span punctuation, case changes
-and articles. The pattern below matches the gold's normalized tokens in that looser form;
-every span it returns normalizes to text that contains the normalized gold.
+articles, squeezed spaces), so a match may span punctuation, case changes and articles, and
+a letter inside a dropped article ("t" in "the") is no match. So the text is normalized with
+the scorer's own rules while each kept character remembers where it came from; a gold found
+in that string maps back to a span of the original. A span is marked exactly when the
+scorer's containment test finds that gold.
 """
 from __future__ import annotations
 
-import re
-import string
 from typing import Iterable, NamedTuple
 
-from scoring.metrics import normalize_answer
-
-_P = re.escape(string.punctuation)
-_PUNCT = f"[{_P}]*"
-# Between two tokens: whitespace (punctuation around it), and any articles, each followed by whitespace.
-_GAP = rf"[{_P}]*\s[\s{_P}]*(?:(?:a|an|the)[{_P}]*\s[\s{_P}]*)*"
+from scoring.metrics import _ARTICLES, _PUNCTUATION, normalize_answer
 
 
 class Segment(NamedTuple):
@@ -24,23 +19,44 @@ class Segment(NamedTuple):
     marked: bool
 
 
-def gold_pattern(gold: str) -> re.Pattern[str] | None:
-    """A case-insensitive regex for the gold's normalized tokens, letting ASCII punctuation
-    sit inside a token, and whitespace (with punctuation or articles) between tokens."""
-    tokens = normalize_answer(gold).split()
-    if not tokens:
-        return None
-    words = [_PUNCT.join(re.escape(ch) for ch in token) for token in tokens]
-    return re.compile(_GAP.join(words), re.IGNORECASE)
+def normalized_with_sources(text: str) -> tuple[str, list[int]]:
+    """normalize_answer(text) and, per character of it, the index in `text` it came from
+    (a squeezed space: the first whitespace it replaces)."""
+    kept = [(c, i) for i, ch in enumerate(text) for c in ch.lower() if c not in _PUNCTUATION]
+    lowered = "".join(c for c, _ in kept)
+    spaced: list[tuple[str, int]] = []
+    last = 0
+    for match in _ARTICLES.finditer(lowered):
+        spaced.extend(kept[last:match.start()])
+        spaced.append((" ", kept[match.start()][1]))
+        last = match.end()
+    spaced.extend(kept[last:])
+    out: list[tuple[str, int]] = []
+    pending = None
+    for c, i in spaced:
+        if c.isspace():
+            pending = i if out and pending is None else pending
+            continue
+        if pending is not None:
+            out.append((" ", pending))
+            pending = None
+        out.append((c, i))
+    normalized = "".join(c for c, _ in out)
+    if normalized != normalize_answer(text):  # the scorer's rules changed: mark nothing rather than mislead
+        return normalize_answer(text), []
+    return normalized, [i for _, i in out]
 
 
 def match_spans(text: str, golds: Iterable[str]) -> list[tuple[int, int]]:
-    """Sorted, merged (start, end) spans of `text` where some gold matches."""
+    """Sorted, merged (start, end) spans of `text` whose normalized form holds a gold."""
+    normalized, sources = normalized_with_sources(text)
     spans = []
     for gold in sorted(set(golds)):
-        pattern = gold_pattern(gold)
-        if pattern is not None:
-            spans.extend(m.span() for m in pattern.finditer(text) if m.end() > m.start())
+        needle = normalize_answer(gold)
+        at = normalized.find(needle) if needle and sources else -1
+        while at >= 0:
+            spans.append((sources[at], sources[at + len(needle) - 1] + 1))
+            at = normalized.find(needle, at + 1)
     merged: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         if merged and start <= merged[-1][1]:
