@@ -97,5 +97,5 @@ def selection_rows(arm: str, packets: Iterable[Mapping], questions: Mapping[str,
         selected = selected_records(packet)
         rows.append({"arm": arm, "question_id": question.qid, "hop": question.hop, "length": question.length,
                      "k": "selected", "records": len(selected), "gold_at_k": first_gold_rank(history, selected, golds) is not None,
-                     "cmc_recall_at_k": 1.0 if selected else None})
+                     "cmc_recall_at_k": None})
     return pd.DataFrame(rows)
