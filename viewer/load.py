@@ -61,6 +61,11 @@ class ViewedBundle:
     def reader(self) -> str:
         return str(self.manifest["config"]["reader"]["name"])
 
+    @property
+    def graph_read(self) -> bool:
+        """Whether the view traverses a graph (its packets trace edges): CMC and its controls."""
+        return any("edges" in packet["trace"] for packet in self.evidence.values())
+
     def memory(self, history_id: str) -> Memory | None:
         """The compiled memory of one history, for views whose trace names values by record
         (stale values, refreshed keys). Only the grammar frontend is recompiled here: it is

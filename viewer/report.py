@@ -106,10 +106,9 @@ def retrieval(bundles: Sequence[ViewedBundle], questions: Mapping[str, Question]
         histories = bundle.dataset.histories
         other = bundles[1 - i] if len(bundles) == 2 else None
         if ranking(packets[0]) is not None:
-            reference = other.evidence if other is not None and "edges" in next(iter(other.evidence.values()))["trace"] \
-                else None
+            reference = other.evidence if other is not None and other.graph_read else None
             rows = question_rows(bundle.arm, packets, questions, histories, bundle.labels, reference)
-        elif "edges" in packets[0]["trace"]:
+        elif bundle.graph_read:
             rows = selection_rows(bundle.arm, packets, questions, histories, bundle.labels)
         else:
             continue

@@ -49,8 +49,7 @@ def build_pages(bundles: Sequence[ViewedBundle]) -> dict[str, str]:
         lengths=length_order(questions[q].length for q in qids), z=round(float(norm.ppf(0.975)), 6), root="",
         disagreements=set(compared["disagreements"]) if compared else set())}
     page = env.get_template("question.html.j2")
-    graph_reads = [{p["question_id"]: p for p in b.evidence.values()} if "edges" in _first_trace(b) else None
-                   for b in bundles]
+    graph_reads = [b.evidence if b.graph_read else None for b in bundles]
     for i, qid in enumerate(qids):
         question = questions[qid]
         panels = [panel(b, question, graph_reads[1 - j][qid] if len(bundles) == 2 and graph_reads[1 - j] else None)
@@ -60,10 +59,6 @@ def build_pages(bundles: Sequence[ViewedBundle]) -> dict[str, str]:
             prev=names[qids[i - 1]].split("/")[-1] if i else None,
             next=names[qids[i + 1]].split("/")[-1] if i + 1 < len(qids) else None)
     return pages
-
-
-def _first_trace(bundle: ViewedBundle) -> dict[str, Any]:
-    return next(iter(bundle.evidence.values()))["trace"] if bundle.evidence else {}
 
 
 def bundle_info(bundle: ViewedBundle, label: str, index: int) -> dict[str, Any]:
