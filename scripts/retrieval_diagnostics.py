@@ -6,7 +6,7 @@ records sit (recall at k), next to CMC's own selection, per hop class.
 Fact BM25's rankings and CMC's selections come from the experiment's sealed bundles
 (`trace.ranked`, `trace.edges`); labels open through the vault on CMC's bundle. The dense
 ranking (conf/arm/dense.yaml with the configured embedder, offline MiniLM by default) has no
-bundle, so its packets come from the evidence stage (cached under results/evidence/).
+bundle, so its packets are computed here (fact vectors cached under .cache/embeddings).
 Writes results/tables/retrieval[_<population>].{csv,md}.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice, verify_seal  # noqa: E402
 from cmc.errors import DataError, report_data_errors  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
-from cmc.runner import Run  # noqa: E402
+from cmc.runner import Run, select_all  # noqa: E402
+from cmc.targets import instantiate_known  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.retrieval import curve, question_rows, selection_rows  # noqa: E402
 
@@ -62,11 +63,15 @@ def main() -> None:
         raise DataError(f"{bundles['fact_bm25'].name} and {bundles['cmc'].name} hold different questions")
     frames = [selection_rows("cmc", cmc.values(), questions, histories, labels),
               question_rows("fact_bm25", bm25, questions, histories, labels, cmc)]
-    if not args.no_dense:
-        dense = [p for p in run.packets() if p["question_id"] in cmc]
+    if not args.no_dense:  # the embedder's fact vectors are cached under .cache/embeddings by the arm itself
+        # Computed here rather than through the evidence stage's cache (Run.packets): writing that cache's
+        # config record fails for the dense arm (cmc.manifest.experiment_config on `embedder: ${embedder}`).
+        wanted_questions = [questions[q] for q in cmc]
+        dense = [e.packet() for e in select_all(instantiate_known(cfg.arm), run.dataset, run.memories, wanted_questions)]
         frames.append(question_rows(f"dense ({cfg.embedder.name})", dense, questions, histories, labels, cmc))
     rows = pd.concat(frames, ignore_index=True)
     table = pd.concat([curve(rows.assign(hop="all")), curve(rows)], ignore_index=True)
+    table = table.astype(object).where(table.notna(), None)  # "--" in Markdown, empty in CSV
     seals = "; ".join(f"{arm} {verify_seal(bundles[arm])[:12]}" for arm in ("cmc", "fact_bm25"))
     stem = args.out / ("retrieval" + ("" if args.population == "all" else f"_{args.population}"))
     provenance = (f"Population: {args.population} ({len(cmc)} questions), reader {wanted['reader']} (its bundles give "

@@ -97,6 +97,9 @@ def load_bundles(paths: list[Path], data_dir: Path) -> list[ViewedBundle]:
 
 
 def load_bundle(path: Path, manifest: dict[str, Any], adapter: Any, dataset: Dataset, data_dir: Path) -> ViewedBundle:
+    for key in ("arm", "reader"):
+        if not isinstance(_config_node(manifest, key, path).get("name"), str):
+            raise DataError(f"{path / 'manifest.json'}: config.{key}.name is missing or not a string")
     rows = {name: read_bundle_jsonl(path, name) for name in FIELDS}
     for name, table in rows.items():
         for line, row in enumerate(table, start=1):

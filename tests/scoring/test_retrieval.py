@@ -52,3 +52,24 @@ def test_committed_quick_bundles(dataset):
     assert selected_records(cmc["factconsolidation_mh_6k_no0"]) == [146, 335, 322]
     own = selection_rows("cmc", cmc.values(), questions, dataset.histories, labels)
     assert own["gold_at_k"].all() and own["records"].sum() == 21
+
+
+def test_gold_at_full_depth_agrees_with_the_rendered_evidence(dataset):
+    """Per question of the full committed fact BM25 bundle: gold among all its ranked records
+    (per-record test) equals gold in the evidence text the reader saw (scoring.diagnostics)."""
+    from hydra.utils import instantiate
+
+    from cmc.vault import LabelVault
+    from scoring.diagnostics import gold_in_evidence
+    from tests.conftest import compose_config
+    from tests.viewer.bundles import TABLE1
+
+    bundle = TABLE1 / "factconsolidation-grammar-all-fact_bm25-qwen25_coder_15b"
+    labels = LabelVault(instantiate(compose_config().dataset).load_labels).open(bundle)
+    questions = {q.qid: q for q in dataset.questions}
+    packets = read_bundle_jsonl(bundle, "evidence.jsonl")
+    assert not any(p["truncated"] for p in packets)  # else the reader saw fewer records than were ranked
+    rows = question_rows("fact_bm25", packets, questions, dataset.histories, labels, ks=(100,))
+    seen = [gold_in_evidence(dataset.histories[questions[p["question_id"]].history_id], p, labels[p["question_id"]])
+            for p in packets]
+    assert rows["gold_at_k"].tolist() == seen and sum(seen) == 631  # 396 SH + 235 MH (table1_selection.md)

@@ -149,6 +149,9 @@ def test_a_manifest_names_only_known_classes_and_data_paths(tmp_path):
     other = _manifest_edit(tmp_path / "2", lambda m: m["config"]["dataset"].update(path="${oc.env:HOME}/x.parquet"))
     with pytest.raises(DataError, match=r"config.dataset.path = '\$\{oc.env:HOME\}/x.parquet' interpolates"):
         load_bundles([other], DATA_DIR)
+    nameless = _manifest_edit(tmp_path / "3", lambda m: m["config"]["arm"].pop("name"))
+    with pytest.raises(DataError, match=r"manifest.json: config.arm.name is missing"):
+        load_bundles([nameless], DATA_DIR)
 
 
 def test_two_bundles_must_hold_the_same_questions():
