@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench bench-readers memstream table1 tables
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,8 +42,16 @@ $(LLAMACPP): $(OFFLINE_SMALL) scripts/build_llamacpp.sh  # the reader runs the o
 
 llamacpp: $(LLAMACPP) ## add the llama.cpp reader engine (reader=qwen25_coder_05b_llamacpp; builds from source once)
 
+# The viewer's browser test loads the report in Debian's chromium (headless, from disk, offline). As root
+# (CI) it is installed here when absent; without root or sudo the test skips, except under CI=true, where it fails.
+browser: ## install Debian's chromium for the viewer's browser test (root or sudo; a no-op when present)
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else echo "browser: chromium absent and no root: the viewer's browser test will skip"; exit 0; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
 # The suite's real-reader tests need the 0.5B offline reader and llama.cpp; without them they would skip.
-test: $(OFFLINE_SMALL) $(LLAMACPP) ## run the whole test suite (slow tests and the real 0.5B reader included)
+test: $(OFFLINE_SMALL) $(LLAMACPP) browser ## run the whole test suite (slow tests and the real 0.5B reader included)
 	$(PY) -m pytest -n 2 -q
 
 test-fast: $(READERS) ## run the suite without tests marked slow
@@ -54,6 +62,9 @@ evidence: $(READERS) ## write evidence packets for every deterministic arm (resu
 
 diagnostics: $(READERS) ## evidence size / truncation / gold-presence table per arm x cell
 	$(PY) scripts/evidence_diagnostics.py
+
+retrieval: $(READERS) ## recall at k of the gold string and CMC's records for fact BM25 and dense: make retrieval [QUICK=1]
+	$(PY) scripts/retrieval_diagnostics.py --population $(POPULATION)
 
 screen: $(READERS) ## label screen of appendix B.3 (flag counts vs the paper's 7 + 26)
 	$(PY) scripts/label_screen.py
@@ -77,3 +88,6 @@ table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K pop
 
 tables: $(READERS) ## rebuild an experiment's tables and figures: make tables EXP=table1 [QUICK=1] [READER=...]
 	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION) $(if $(filter command line,$(origin READER)),--reader $(READER))
+
+view: $(READERS) ## HTML report of a sealed bundle (two: side by side): make view BUNDLE=path [BUNDLE2=path] [OUT=dir]
+	$(PY) scripts/view.py $(BUNDLE) $(BUNDLE2) $(if $(OUT),--out $(OUT))
