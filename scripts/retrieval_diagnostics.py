@@ -24,7 +24,8 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice, verify_seal  # noqa: E402
 from cmc.errors import DataError, report_data_errors  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
-from cmc.runner import Run, select_all  # noqa: E402
+from cmc.evidence import select_all  # noqa: E402
+from harness.runs import Run  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.retrieval import curve, question_rows, selection_rows  # noqa: E402

@@ -1,7 +1,8 @@
 """Floors: every import points down. The method (`cmc`) imports neither the evidence views
 (`arms`), `scoring` nor the stage driver (`harness`); `arms` and `scoring` import only the
-method; the driver sits above all three. Inside the method, a dataset adapter does not
-import a frontend and a reader imports neither. Lazy (function-level) and type-only imports
+method; the driver and the run viewer (`viewer`, which reads bundles and never runs an arm
+or a reader) sit above them and not on each other. Inside the method, a dataset adapter
+does not import a frontend and a reader imports neither. Lazy (function-level) and type-only imports
 count: they are dependencies all the same."""
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("cmc", "arms", "scoring", "harness")
-RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2}
-# (importing module prefix, imported module prefix) pairs forbidden inside a floor
+PACKAGES = ("cmc", "arms", "scoring", "harness", "viewer")
+RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2, "viewer": 2}
+# (importing module prefix, imported module prefix) pairs forbidden although the floors allow them
 FORBIDDEN_WITHIN = (("cmc.sources", "cmc.frontends"), ("cmc.readers", "cmc.frontends"), ("cmc.readers", "cmc.sources"),
-                    ("cmc.readers", "cmc.graph"))
+                    ("cmc.readers", "cmc.graph"), ("viewer", "arms"), ("viewer", "cmc.readers"))
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -48,12 +49,10 @@ def violations(root: Path) -> list[str]:
             importer = module_name(path, root)
             for line, imported in imported_modules(path, root):
                 top = imported.split(".")[0]
-                if top not in RANK or top == package:
-                    bad = any(importer.startswith(a) and imported.startswith(b) for a, b in FORBIDDEN_WITHIN)
-                elif RANK[top] >= RANK[package]:
+                if top in RANK and top != package and RANK[top] >= RANK[package]:
                     bad = True
                 else:
-                    bad = False
+                    bad = any(importer.startswith(a) and imported.startswith(b) for a, b in FORBIDDEN_WITHIN)
                 if bad:
                     out.append(f"{path.relative_to(root)}:{line}: {importer} imports {imported}")
     return out

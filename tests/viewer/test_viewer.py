@@ -167,26 +167,3 @@ def test_report_never_replaces_a_folder_it_did_not_write(tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "keep"
     out = write_report(load_bundles([quick("cmc")], DATA_DIR), tmp_path / "report")
     assert (out / MARKER).is_file() and (out / "index.html").is_file()
-
-
-def test_the_viewer_sits_on_top():
-    """The viewer imports no arm, runner, replay or reader; nothing below it imports it."""
-    import ast
-
-    def imports(path):
-        out = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                out.add(node.module)
-            elif isinstance(node, ast.Import):
-                out.update(alias.name for alias in node.names)
-        return out
-
-    assert "viewer.load" in imports(ROOT / "viewer" / "write.py")  # the walk sees imports at all
-    for path in (ROOT / "viewer").glob("*.py"):
-        bad = {m for m in imports(path) if m.split(".")[0] == "arms" or m in ("cmc.runner", "cmc.replay")
-               or m.startswith("cmc.readers")}
-        assert not bad, f"{path.name} imports {bad}"
-    for package in ("cmc", "arms", "scoring"):
-        for path in (ROOT / package).rglob("*.py"):
-            assert not any(m.split(".")[0] == "viewer" for m in imports(path)), f"{path} imports the viewer"
