@@ -85,9 +85,11 @@ POPULATION := $(if $(QUICK),quick,all)
 table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
 	$(PY) run.py -m experiment=table1 reader=$(READER) population=$(POPULATION)
 	$(PY) scripts/make_tables.py table1 --population $(POPULATION) --reader $(READER)
+	$(PY) scripts/make_report.py
 
-tables: $(READERS) ## rebuild an experiment's tables and figures: make tables EXP=table1 [QUICK=1] [READER=...]
+tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT.md: make tables EXP=table1 [QUICK=1] [READER=...]
 	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION) $(if $(filter command line,$(origin READER)),--reader $(READER))
+	$(PY) scripts/make_report.py
 
 view: $(READERS) ## HTML report of a sealed bundle (two: side by side): make view BUNDLE=path [BUNDLE2=path] [OUT=dir]
 	$(PY) scripts/view.py $(BUNDLE) $(BUNDLE2) $(if $(OUT),--out $(OUT))

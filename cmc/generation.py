@@ -46,12 +46,15 @@ class GenerationService:
     """Generate, cache, journal and count requests for one reader.
 
     `journal` is the run's committable record (None for callers whose product is frozen
-    elsewhere, such as the LLM frontend's extraction file). `on_finished` runs in the
-    calling thread after each fresh prediction is stored (the runner's sittings file)."""
+    elsewhere, such as the LLM frontend's extraction file); `also_read` are journals of the
+    same run written elsewhere (its shards'), consulted but never written. `on_finished`
+    runs in the calling thread after each fresh prediction is stored (the sittings file)."""
 
     def __init__(self, reader: Reader, store: PredictionStore, journal: PredictionJournal | None = None,
-                 on_finished: Callable[[Prediction], None] | None = None, label: str = "generate") -> None:
+                 on_finished: Callable[[Prediction], None] | None = None, label: str = "generate",
+                 also_read: Sequence[PredictionJournal] = ()) -> None:
         self.reader, self.store, self.journal = reader, store, journal
+        self.also_read = [j for j in also_read if journal is None or j.path != journal.path]
         self.on_finished, self.label = on_finished, label
         self.sent = 0
         self._preflighted = False
@@ -61,6 +64,8 @@ class GenerationService:
         send. The journal seeds the store (resuming on another machine) and the store
         backfills the journal (a success stored by an earlier process of this run)."""
         journaled = self.journal.read() if self.journal is not None else {}
+        for other in self.also_read:
+            journaled = {**other.read(), **journaled}
         done: dict[str, Prediction] = {}
         pending: dict[str, Request] = {}
         backfill: list[Prediction] = []

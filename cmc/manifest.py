@@ -67,6 +67,11 @@ def package_versions() -> dict[str, str | None]:
 PATH_REFERENCE = "${paths."  # a value built from a machine-local location
 
 
+# Keys inside measured nodes that only say how a run was split up, not what it measured: a
+# bundle sealed from shards is byte-identical to one generated in one piece.
+MACHINE_LOCAL_KEYS = {"population": ("shard",)}
+
+
 def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config minus machine-local paths: what defines the measurement.
 
@@ -77,7 +82,11 @@ def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     raw = OmegaConf.to_container(cfg, resolve=False)
     # Credentials never reach a manifest (a base_url's user:password@, a key in a value).
-    return {k: scrub_tree(_keep_path_references(v, raw[k])) for k, v in resolved.items() if k not in MACHINE_LOCAL}
+    config = {k: scrub_tree(_keep_path_references(v, raw[k])) for k, v in resolved.items() if k not in MACHINE_LOCAL}
+    for node, keys in MACHINE_LOCAL_KEYS.items():
+        if isinstance(config.get(node), dict):
+            config[node] = {k: v for k, v in config[node].items() if k not in keys}
+    return config
 
 
 def _keep_path_references(resolved: Any, raw: Any) -> Any:

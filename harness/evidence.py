@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 from cmc.evidence import select_all
 from cmc.io import atomic_write_text, canonical_json, read_json, sha256_file, write_jsonl
+from cmc.locks import FileLock
 from cmc.manifest import experiment_config
 from cmc.targets import instantiate_known
 
@@ -53,13 +54,20 @@ def evidence_is_current(cfg: DictConfig, dataset_pin: dict[str, Any]) -> bool:
     return path.is_file() and config.is_file() and read_json(config) == evidence_config(cfg, dataset_pin)
 
 
-def write_run_evidence(run: "Run") -> Path:
+def write_run_evidence(run: "Run", only_if_stale: bool = False) -> Path:
     """Select evidence for every question of the dataset (not only the population: packets
-    are shared by every population of the arm) and write it."""
-    arm = instantiate_known(run.cfg.arm)
-    packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
-    progress = tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}", disable=None, mininterval=2)
-    path = write_evidence(run.cfg, run.adapter.pin, progress)
+    are shared by every population of the arm) and write it. Views running in parallel
+    (a joblib launcher, two readers of one arm) take turns on the arm's file, and with
+    `only_if_stale` a view finding the packets written meanwhile uses them."""
+    path = evidence_path(run.cfg)
+    with FileLock(path.with_suffix(".lock")):
+        if only_if_stale and evidence_is_current(run.cfg, run.adapter.pin):
+            return path
+        arm = instantiate_known(run.cfg.arm)
+        packets = (e.packet() for e in select_all(arm, run.dataset, run.memories))
+        progress = tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}", disable=None,
+                        mininterval=2)
+        write_evidence(run.cfg, run.adapter.pin, progress)
     run.evidence_written = True
     log.info("wrote %d evidence packets to %s", len(run.dataset.questions), path)
     return path

@@ -44,11 +44,12 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     with run.lock:
         run_prepare(cfg, run)
         store = run.store()
-        sitting = Sitting(run.work_dir / "sittings.jsonl", code=git_state(ROOT))
-        service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}",
-                                    on_finished=lambda _: sitting.finished(**run.reader.counters()))
+        sitting = Sitting(run.sittings_path(), code=git_state(ROOT))
+        service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}{run.shard_suffix}",
+                                    on_finished=lambda _: sitting.finished(**run.reader.counters()),
+                                    also_read=run.journals())  # shards' journals: done elsewhere
         try:
-            service.generate(run.requests)
+            service.generate(run.requests_to_generate())
         finally:
             store.close()
     run.prefill = run.reader.counters() or None

@@ -17,7 +17,9 @@ from cmc.evidence import rebuild_text
 from cmc.graph import Memory, build_memories
 from cmc.io import read_jsonl
 from cmc.journal import PredictionJournal
+from cmc.generation import generation_order
 from cmc.locks import RunLock
+from cmc.population import Population, shard_slice
 from cmc.prompt import Prompt, load_prompt
 from cmc.readers.base import Reader, Request
 from cmc.records import Question
@@ -47,8 +49,18 @@ class Run:
         return self.adapter.load()
 
     @cached_property
+    def population(self) -> Population:
+        return instantiate_known(self.cfg.population, "population")
+
+    @cached_property
     def questions(self) -> list[Question]:
-        return instantiate_known(self.cfg.population).select(self.dataset.questions)
+        return self.population.select(self.dataset.questions)
+
+    @property
+    def shard_suffix(self) -> str:
+        """"" for a whole run; ".shard-i-of-n" names a shard's own journal, sittings and lock."""
+        shard = self.population.shard
+        return "" if shard is None else f".shard-{shard[0]}-of-{shard[1]}"
 
     @cached_property
     def memories(self) -> dict[str, Memory]:
@@ -86,8 +98,8 @@ class Run:
     @cached_property
     def lock(self) -> RunLock:
         """Held from generation to seal: one process per run (cmc/locks.py)."""
-        where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}.lock"
-        return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}")
+        where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}{self.shard_suffix}.lock"
+        return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}{self.shard_suffix}")
 
     @property
     def bundle_dir(self) -> Path:
@@ -103,7 +115,7 @@ class Run:
 
     def packets(self) -> list[dict[str, Any]]:
         if not evidence_is_current(self.cfg, self.adapter.pin):
-            write_run_evidence(self)
+            write_run_evidence(self, only_if_stale=True)
         packets = {p["question_id"]: p for p in read_jsonl(evidence_path(self.cfg))}
         return [packets[q.qid] for q in self.questions]
 
@@ -125,7 +137,21 @@ class Run:
         return PredictionStore(Path(self.cfg.paths.cache_dir) / "predictions.sqlite")
 
     def journal(self) -> PredictionJournal:
-        return PredictionJournal(self.work_dir / "predictions.jsonl")
+        """This process's journal: the run's, or its shard's own (shards may run at once)."""
+        return PredictionJournal(self.work_dir / f"predictions{self.shard_suffix}.jsonl")
+
+    def journals(self) -> list[PredictionJournal]:
+        """Every journal in the work folder: the run's and each shard's, merged at seal."""
+        return [PredictionJournal(p) for p in sorted(self.work_dir.glob("predictions*.jsonl"))]
+
+    def sittings_path(self) -> Path:
+        return self.work_dir / f"sittings{self.shard_suffix}.jsonl"
+
+    def requests_to_generate(self) -> list[Request]:
+        """The whole run's requests, or this shard's contiguous slice of them in generation
+        order (a shard then keeps requests that share a prefix together)."""
+        shard = self.population.shard
+        return self.requests if shard is None else shard_slice(generation_order(self.requests), shard)
 
     @property
     def sealed(self) -> bool:

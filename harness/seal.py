@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
 from cmc.errors import DataError
-from cmc.io import canonical_json, jsonl_text, read_json, sha256_text
+from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
 from cmc.manifest import config_differences, experiment_config
 from cmc.readers.base import Prediction
 from cmc.sittings import read_sittings, total
@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
     """Assemble the bundle from frozen manifest, evidence, requests and stored predictions."""
     run = run or Run(cfg)
+    if run.population.shard is not None:
+        raise DataError(f"population.shard={cfg.population.shard}: a shard only generates; seal once every shard is "
+                        f"done, without population.shard (the seal merges their journals)")
     if run.sealed:
         check_reproduces(run)
         log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
@@ -38,6 +41,9 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
 def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = read_json(run.work_dir / "manifest.json")
     requests, packets, store = run.requests, run.packets(), run.store()
+    for journal in run.journals():  # shards generated elsewhere: their journals fill this store
+        for prediction in journal.read().values():
+            store.put(prediction)
     predictions: list[Prediction] = []
     for request in requests:
         prediction = store.get(request.id)
@@ -49,14 +55,20 @@ def _seal(cfg: DictConfig, run: Run) -> Path:
         manifest = {**manifest, "sealed_with_errors": failed}
     preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
     bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
-    sittings = run.work_dir / "sittings.jsonl"
-    if sittings.is_file():  # timings go to the scores, not into the deterministic bundle
-        log.info("generation: %(sittings)d sitting(s), %(requests)d requests, %(seconds).1f s",
-                 total(read_sittings(sittings)))
-        run.scores_dir.mkdir(parents=True, exist_ok=True)
-        shutil.move(sittings, run.scores_dir / "sittings.jsonl")
+    move_sittings(run)
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
     return bundle
+
+
+def move_sittings(run: Run) -> None:
+    """Timings go to the scores, not into the deterministic bundle: the run's sittings and
+    every shard's, one file, shards after the whole run's lines in name order."""
+    files = sorted(run.work_dir.glob("sittings*.jsonl"), key=lambda p: (p.name != "sittings.jsonl", p.name))
+    rows = [row for path in files for row in read_sittings(path)]
+    if not rows:
+        return
+    log.info("generation: %(sittings)d sitting(s), %(requests)d requests, %(seconds).1f s", total(rows))
+    atomic_write_text(run.scores_dir / "sittings.jsonl", jsonl_text(rows))
 
 
 def check_failures(predictions: list[Prediction], allow_errors: bool | float) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ nothing.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Callable
@@ -26,6 +27,8 @@ from harness.schemas import check_config
 from harness.seal import run_seal
 from scoring.report import score_bundle
 
+log = logging.getLogger(__name__)
+
 
 def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     return write_run_evidence(run or Run(cfg))
@@ -39,13 +42,21 @@ def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
 
 
 def run_all(cfg: DictConfig) -> Path:
+    """Every stage; a shard (population.shard=i/n) stops after generating its slice."""
     run = Run(cfg)
     already_sealed = run.sealed
     timings = {}
-    for name, stage in (("evidence", run_evidence), ("generate", run_generate), ("seal", run_seal), ("score", run_score)):
+    stages = (("evidence", run_evidence), ("generate", run_generate), ("seal", run_seal), ("score", run_score))
+    if run.population.shard is not None:
+        stages = stages[:2]
+    for name, stage in stages:
         start = time.perf_counter()
         result = stage(cfg, run)
         timings[name] = round(time.perf_counter() - start, 3)
+    if run.population.shard is not None:
+        log.info("shard %s generated; once every shard is done, run stage=seal without population.shard",
+                 cfg.population.shard)
+        return result
     if not already_sealed:  # a rerun over a sealed bundle must not replace the timings of the run that made it
         info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
         atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")

@@ -1,0 +1,70 @@
+"""results/REPORT.md, written from the generated tables, never typed by hand.
+
+Every number in the report is read from results/tables/<stem>*.csv (written by
+scripts/make_tables.py from sealed bundles) or from the paper's reference numbers under
+datasets/paper/; the sentences are a template (scoring/templates/report.md.j2). So a
+rerun that changes a bundle changes the report, and a report number can always be traced
+to a table and from there to a bundle.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from cmc.errors import DataError
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage")
+
+
+def _table(tables: Path, stem: str, part: str = "") -> dict[str, Any] | None:
+    """One generated table: its Markdown (minus the heading, which the report supplies) and
+    its rows as records; None when make_tables did not write it."""
+    name = f"{stem}_{part}" if part else stem
+    csv, md = tables / f"{name}.csv", tables / f"{name}.md"
+    if not csv.is_file() or not md.is_file():
+        return None
+    body = md.read_text(encoding="utf-8").split("\n", 2)[2].strip()  # drop "## title" and the blank line
+    try:
+        rows = pd.read_csv(csv).astype(object).where(lambda frame: frame.notna(), None).to_dict("records")
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"{csv}: not a table make_tables wrote ({exc})") from exc
+    return {"markdown": body, "rows": rows}
+
+
+def _paper(reference_dir: Path, experiment: str) -> dict[str, Any] | None:
+    path = reference_dir / f"{experiment}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any]]:
+    """One section per main table found (table1, table1_quick, ...), in name order."""
+    sections = []
+    for csv in sorted(tables.glob("*.csv")):
+        stem = csv.stem
+        experiment = stem.split("_")[0]
+        if not stem.startswith("table") or any(stem.endswith(f"_{part}") for part in (*SECTIONS, "strict", "tex")):
+            continue
+        if "_" in stem and stem.split("_", 1)[1] not in ("quick",):
+            continue  # a slice table (readers grid, non-overflow) is included from its own section
+        main = _table(tables, stem)
+        if main is None:
+            continue
+        sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": _paper(reference_dir, experiment),
+                         **{part: _table(tables, stem, part) for part in SECTIONS}})
+    return sections
+
+
+def write_report(tables: Path, reference_dir: Path, out: Path) -> Path:
+    """Render the report; the caller's atomic write keeps a half-written file off disk."""
+    from cmc.io import atomic_write_text
+
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)
+    text = environment.get_template("report.md.j2").render(sections=experiment_sections(tables, reference_dir))
+    atomic_write_text(out, text)
+    return out

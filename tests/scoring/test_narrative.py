@@ -1,0 +1,26 @@
+"""results/REPORT.md is generated: the committed report is exactly what the committed tables
+give, and a number changed in a table changes the report."""
+from __future__ import annotations
+
+import shutil
+
+from scoring.narrative import write_report
+from tests.conftest import ROOT
+
+TABLES, PAPER = ROOT / "results" / "tables", ROOT / "datasets" / "paper"
+
+
+def test_the_committed_report_is_generated_from_the_committed_tables(tmp_path):
+    out = write_report(TABLES, PAPER, tmp_path / "REPORT.md")
+    assert out.read_text() == (ROOT / "results" / "REPORT.md").read_text(), "rerun scripts/make_report.py"
+
+
+def test_a_table_number_flows_into_the_report(tmp_path):
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    contrasts = tables / "table1_contrasts.csv"
+    contrasts.write_text(contrasts.read_text().replace("cmc,prior_read_refresh,mh,400,196,195,9,46.75",
+                                                       "cmc,prior_read_refresh,mh,400,197,194,9,47.00"))
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    assert "+47.00 points" in text and "197 wins / 194 ties" in text and "+46.75 points" not in text
+    assert "(paper: +56.75)" in text  # the paper's number, from datasets/paper/table1.json
