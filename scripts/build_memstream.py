@@ -2,8 +2,9 @@
 
     python scripts/build_memstream.py --src CF3k-00000-of-00001.parquet --out datasets/mquake_memstream
 
-All logic lives in cmc.sources.memstream_builder; this wrapper only parses arguments, so the
-tests exercise the same code path users run.
+All logic lives in cmc.sources.memstream_cases (read), memstream_builder (build) and
+memstream_writer (write); this wrapper only parses arguments, so the tests exercise the same
+code path users run.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ sys.path.insert(0, str(ROOT))
 from cmc.errors import DataError  # noqa: E402
 from cmc.frontends.grammar import GrammarFrontend  # noqa: E402
 from cmc.sources import memstream_builder as msb  # noqa: E402
+from cmc.sources.memstream_cases import load_source  # noqa: E402
+from cmc.sources.memstream_writer import write_outputs  # noqa: E402
 
 DATA_DIR = Path(os.environ.get("CMC_DATA_DIR", ROOT.parent / "shared" / "data"))
 
@@ -39,11 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        source = msb.load_source(args.src, require_pin=args.require_pin)
+        source = load_source(args.src, require_pin=args.require_pin)
         frontend = GrammarFrontend(args.templates)
         stream = msb.build(source.cases, frontend, n_cases=args.cases, pool_size=args.pool_size, seed=args.seed)
         sens = msb.sensitivity(source.cases, frontend, args.seed, args.pool_size) if args.sensitivity else None
-        card = msb.write_outputs(stream, source, frontend, args.out, sens)
+        card = write_outputs(stream, source, frontend, args.out, sens)
     except DataError as exc:
         print(f"build_memstream: {exc}", file=sys.stderr)
         return 2

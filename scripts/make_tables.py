@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -39,7 +41,48 @@ def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) ->
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class Slice:
+    """The bundles one table set is made of: one dataset, frontend, population and reader."""
+
+    cfg: Any
+    defaults: dict[str, str]
+    wanted: dict[str, str]
+    sealed: list[Path]  # every sealed bundle of the experiment (the reader grid looks wider)
+    slices: dict[Path, dict[str, str]]
+    bundles: list[Path]  # those of the wanted slice: never pooled with another reader's
+
+    def name(self, experiment: str, *keys: str) -> str:
+        """Table names carry what differs from the experiment's defaults, so runs never
+        overwrite each other's."""
+        return experiment + "".join(f"_{self.wanted[k]}" for k in keys if self.wanted[k] != self.defaults[k])
+
+
+@dataclass(frozen=True)
+class SliceItems:
+    """The slice's scored items and what every table of it says about them."""
+
+    items: pd.DataFrame
+    views: list[str]
+    provenance: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Where the slice's tables go: results/tables/<stem><suffix>.*, titled by the experiment."""
+
+    folder: Path
+    stem: str
+    experiment: str
+    provenance: str
+
+    def write(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
+        write_table(frame, self.folder / f"{self.stem}{suffix}", f"{self.experiment}: {title}", self.provenance)
+
+
+def parse_args() -> argparse.Namespace:
+    """The experiment and which of its bundles, outputs and bootstrap size."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment")
     parser.add_argument("--bundles", default="results/bundles")
@@ -48,8 +91,11 @@ def main() -> None:
     parser.add_argument("--population", default="all", help="use only bundles of this population")
     for key in ("reader", "frontend", "dataset"):
         parser.add_argument(f"--{key}", help=f"use only bundles of this {key} (default: the experiment's)")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def select_slice(args: argparse.Namespace) -> Slice:
+    """The experiment's sealed bundles of the asked slice; exits naming what was found if none."""
     cfg = compose(f"experiment={args.experiment}", *([f"dataset={args.dataset}"] if args.dataset else []))
     defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": "all",
                 "reader": cfg.reader.name}
@@ -61,85 +107,118 @@ def main() -> None:
     if not bundles:
         found = sorted({canonical_json(s) for s in slices.values()})
         sys.exit(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
-    # Table names carry what differs from the experiment's defaults, so runs never overwrite each other's.
-    def name(*keys: str) -> str:
-        return args.experiment + "".join(f"_{wanted[k]}" for k in keys if wanted[k] != defaults[k])
+    return Slice(cfg, defaults, wanted, sealed, slices, bundles)
 
-    stem = name("population", "reader", "frontend", "dataset")
-    adapter = instantiate_known(cfg.dataset)
-    dataset = adapter.load()
-    questions = {q.qid: q for q in dataset.questions}
-    vault = LabelVault(adapter.load_labels)
-    exp = cfg.experiment
-    items = experiment_items(bundles, vault, questions, exp.cluster, dataset.histories)
 
+def describe(chosen: Slice, experiment: str, items: pd.DataFrame) -> SliceItems:
+    """The views to show and the provenance line and figure caption every output carries."""
+    exp = chosen.cfg.experiment
     readers = ", ".join(sorted(items["reader"].unique()))
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
-    population = read_manifest(bundles[0])["population"]
-    provenance = (f"Reader: {readers}. Frontend: {wanted['frontend']}. Population: {population['name']} (n={items['question_id'].nunique()} "
+    population = read_manifest(chosen.bundles[0])["population"]
+    provenance = (f"Reader: {readers}. Frontend: {chosen.wanted['frontend']}. Population: {population['name']} (n={items['question_id'].nunique()} "
                   f"questions per view). Substring exact match (%), Wilson 95% intervals. Bundle seals: {seals}.")
     unsealed = [v for v in exp.views if v not in set(items["arm"])]
     if unsealed:  # an interim table must say so wherever it is read
         provenance += f" PARTIAL: views not sealed yet: {', '.join(unsealed)}."
-    tables, figures = Path(args.out) / "tables", Path(args.out) / "figures"
     views = [v for v in exp.views if v in set(items["arm"])] or list(dict.fromkeys(items["arm"]))
-
-    main_table = view_table(items, views)
-    write_table(main_table, tables / stem, f"{args.experiment}: accuracy by view", provenance)
-    by_length = accuracy(items, ["arm", "hop", "length"]).round(2)
-    write_table(by_length, tables / f"{stem}_by_length", f"{args.experiment}: by history length", provenance)
-    write_table(strict_table(items), tables / f"{stem}_strict", f"{args.experiment}: strict EM", provenance)
-    by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in bundles}
-    pairs = [list(p) for p in exp.preregistered.contrasts if {p[0], p[1]} <= set(items["arm"])]
-    if pairs:
-        paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=args.n_boot)
-        write_table(paired, tables / f"{stem}_contrasts",
-                    f"{args.experiment}: preregistered paired contrasts (points, query-cluster bootstrap "
-                    f"{args.n_boot:,} replicates, cluster = {exp.cluster})", provenance)
-        # Section 4.1: where A is right and B wrong, does B's evidence lack A's records, or the answer?
-        evidence = {arm: read_bundle_jsonl(by_arm[arm], "evidence.jsonl") for arm in {a for pair in pairs for a in pair}}
-        labels = vault.open(by_arm[pairs[0][0]])  # the views of one slice ask the same questions
-        coverage = pd.concat([coverage_table(evidence, pairs, questions, dataset.histories, labels, items, hop)
-                              for hop in ("sh", "mh")], ignore_index=True)
-        write_table(coverage, tables / f"{stem}_coverage",
-                    f"{args.experiment}: evidence coverage on items A answers and B misses (lacks_record: B's "
-                    f"evidence lacks a record A selected; lacks_gold: it lacks every gold string)", provenance)
-
-    if {"cmc", "latest_state_full", "stale_closure", "raw_history"} <= set(items["arm"]):
-        lengths = length_order(items["length"])[:-1]  # appendix B.1 non-overflow population: all but the longest
-        sub = accuracy(items[items["length"].isin(lengths)], ["arm", "hop"]).set_index(["arm", "hop"])
-        rows = [{"hop": hop, **{arm: round(sub.loc[(arm, hop), "accuracy"], 2) for arm in
-                                ("cmc", "latest_state_full", "stale_closure", "raw_history")},
-                 "interaction": round(interaction_contrast(
-                     cmc=sub.loc[("cmc", hop), "accuracy"], latest_state=sub.loc[("latest_state_full", hop), "accuracy"],
-                     stale_closure=sub.loc[("stale_closure", hop), "accuracy"],
-                     raw_history=sub.loc[("raw_history", hop), "accuracy"]), 2)} for hop in ("sh", "mh")]
-        write_table(pd.DataFrame(rows), tables / f"{stem}_non_overflow",
-                    f"{args.experiment}: non-overflow population ({', '.join(lengths)})", provenance)
-
-    grid = [p for p in sealed if all(slices[p][k] == wanted[k] for k in ("dataset", "population"))]
-    if len({(slices[p]["reader"], slices[p]["frontend"]) for p in grid}) > 1:  # Table 2: reader x frontend grid
-        grid_items = experiment_items(grid, vault, questions, exp.cluster)
-        write_table(reader_grid(grid_items), tables / f"{name('population', 'dataset')}_readers",
-                    f"{args.experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
-                    f"Population: {wanted['population']}. Substring exact match (%).")
-    write_table(selection_vs_reader(items, views), tables / f"{stem}_selection",
-                f"{args.experiment}: gold string in the evidence, and answers right with and without it", provenance)
-    if {"cmc", "prior_read_refresh"} <= set(by_arm):  # Table 12: order control by key change
-        keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}
-                for arm in ("cmc", "prior_read_refresh")}
-        changed = {q: keys["cmc"][q] != keys["prior_read_refresh"][q] for q in keys["cmc"]}
-        write_table(key_change_strata(items, changed, ["cmc", "prior_read_refresh"]), tables / f"{stem}_key_change",
-                    f"{args.experiment}: order control by key-change stratum (keys from evidence traces)", provenance)
-
-    caption = f"{args.experiment}, reader {readers}, population {population['name']}"
+    caption = f"{experiment}, reader {readers}, population {population['name']}"
     if unsealed:
         caption += f" (PARTIAL: {len(unsealed)} view(s) not sealed yet)"
+    return SliceItems(items, views, provenance, caption)
+
+
+def write_contrasts(out: Tables, items: pd.DataFrame, exp: Any, by_arm: dict[str, Path], vault: LabelVault,
+                    questions: dict[str, Any], histories: Any, n_boot: int) -> None:
+    """The preregistered paired contrasts and, for their pairs, the evidence coverage."""
+    pairs = [list(p) for p in exp.preregistered.contrasts if {p[0], p[1]} <= set(items["arm"])]
+    if not pairs:
+        return
+    paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=n_boot)
+    out.write(paired, "_contrasts", f"preregistered paired contrasts (points, query-cluster bootstrap "
+                                    f"{n_boot:,} replicates, cluster = {exp.cluster})")
+    # Section 4.1: where A is right and B wrong, does B's evidence lack A's records, or the answer?
+    evidence = {arm: read_bundle_jsonl(by_arm[arm], "evidence.jsonl") for arm in {a for pair in pairs for a in pair}}
+    labels = vault.open(by_arm[pairs[0][0]])  # the views of one slice ask the same questions
+    coverage = pd.concat([coverage_table(evidence, pairs, questions, histories, labels, items, hop)
+                          for hop in ("sh", "mh")], ignore_index=True)
+    out.write(coverage, "_coverage", "evidence coverage on items A answers and B misses (lacks_record: B's "
+                                     "evidence lacks a record A selected; lacks_gold: it lacks every gold string)")
+
+
+def write_non_overflow(out: Tables, items: pd.DataFrame) -> None:
+    """Appendix B.1: the four-arm interaction on every length but the longest."""
+    if not {"cmc", "latest_state_full", "stale_closure", "raw_history"} <= set(items["arm"]):
+        return
+    lengths = length_order(items["length"])[:-1]  # appendix B.1 non-overflow population: all but the longest
+    sub = accuracy(items[items["length"].isin(lengths)], ["arm", "hop"]).set_index(["arm", "hop"])
+    rows = [{"hop": hop, **{arm: round(sub.loc[(arm, hop), "accuracy"], 2) for arm in
+                            ("cmc", "latest_state_full", "stale_closure", "raw_history")},
+             "interaction": round(interaction_contrast(
+                 cmc=sub.loc[("cmc", hop), "accuracy"], latest_state=sub.loc[("latest_state_full", hop), "accuracy"],
+                 stale_closure=sub.loc[("stale_closure", hop), "accuracy"],
+                 raw_history=sub.loc[("raw_history", hop), "accuracy"]), 2)} for hop in ("sh", "mh")]
+    out.write(pd.DataFrame(rows), "_non_overflow", f"non-overflow population ({', '.join(lengths)})")
+
+
+def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables: Path, experiment: str) -> None:
+    """Table 2: the reader x frontend grid, when this dataset and population have several."""
+    grid = [p for p in chosen.sealed if all(chosen.slices[p][k] == chosen.wanted[k] for k in ("dataset", "population"))]
+    if len({(chosen.slices[p]["reader"], chosen.slices[p]["frontend"]) for p in grid}) <= 1:
+        return
+    grid_items = experiment_items(grid, vault, questions, chosen.cfg.experiment.cluster)
+    write_table(reader_grid(grid_items), tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
+                f"{experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
+                f"Population: {chosen.wanted['population']}. Substring exact match (%).")
+
+
+def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:
+    """Table 12: the order control by key-change stratum, from the evidence traces."""
+    if not {"cmc", "prior_read_refresh"} <= set(by_arm):
+        return
+    keys = {arm: {p["question_id"]: selected_keys(p) for p in read_bundle_jsonl(by_arm[arm], "evidence.jsonl")}
+            for arm in ("cmc", "prior_read_refresh")}
+    changed = {q: keys["cmc"][q] != keys["prior_read_refresh"][q] for q in keys["cmc"]}
+    out.write(key_change_strata(items, changed, ["cmc", "prior_read_refresh"]), "_key_change",
+              "order control by key-change stratum (keys from evidence traces)")
+
+
+def write_figures(scored: SliceItems, figures: Path, stem: str) -> None:
+    """Accuracy by length and against evidence tokens, and the depth curve when there are depths."""
+    items, views, caption = scored.items, scored.views, scored.caption
     accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
     accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
     depths = {int(a.rsplit("depth", 1)[1]): a for a in items["arm"].unique() if "_depth" in a}
     if depths:
         depth_curve(items, depths, figures / f"{stem}_depth.png", caption)
+
+
+def main() -> None:
+    """Every table and figure of one slice of the experiment, then the main table on stdout."""
+    args = parse_args()
+    chosen = select_slice(args)
+    experiment, exp = args.experiment, chosen.cfg.experiment
+    stem = chosen.name(experiment, "population", "reader", "frontend", "dataset")
+    adapter = instantiate_known(chosen.cfg.dataset)
+    dataset = adapter.load()
+    questions = {q.qid: q for q in dataset.questions}
+    vault = LabelVault(adapter.load_labels)
+    scored = describe(chosen, experiment, experiment_items(chosen.bundles, vault, questions, exp.cluster, dataset.histories))
+    items, views, provenance = scored.items, scored.views, scored.provenance
+    out = Tables(Path(args.out) / "tables", stem, experiment, provenance)
+
+    main_table = view_table(items, views)
+    out.write(main_table, "", "accuracy by view")
+    out.write(accuracy(items, ["arm", "hop", "length"]).round(2), "_by_length", "by history length")
+    out.write(strict_table(items), "_strict", "strict EM")
+    by_arm = {read_manifest(b)["config"]["arm"]["name"]: b for b in chosen.bundles}
+    write_contrasts(out, items, exp, by_arm, vault, questions, dataset.histories, args.n_boot)
+    write_non_overflow(out, items)
+    write_reader_grid(chosen, vault, questions, out.folder, experiment)
+    out.write(selection_vs_reader(items, views), "_selection",
+              "gold string in the evidence, and answers right with and without it")
+    write_key_change(out, items, by_arm)
+    write_figures(scored, Path(args.out) / "figures", stem)
     print(provenance)
     print(main_table.to_markdown(index=False))
 

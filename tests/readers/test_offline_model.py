@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from cmc.errors import DataError
-from cmc.readers import offline
+from cmc.readers import gguf_bytes, offline
 from cmc.readers.compute import resolve_dtype
-from cmc.readers.offline import MARKER, PyPIGGUFModel, carrier_part_paths, join_parts, verify_file
+from cmc.readers.gguf_bytes import carrier_part_paths, join_parts, verify_file
+from cmc.readers.offline import MARKER, PyPIGGUFModel
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT.parent / "shared" / "data" / "README.md"
@@ -237,7 +238,7 @@ def test_hub_transport_failure_falls_back_to_the_carriers(carriers, tmp_path, mo
 def test_offline_mode_skips_the_hub_without_waiting(monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     start = time.perf_counter()
-    assert offline._hub_reachable() == (False, "HF_HUB_OFFLINE is set")
+    assert gguf_bytes.hub_reachable() == (False, "HF_HUB_OFFLINE is set")
     assert time.perf_counter() - start < 1
 
 

@@ -24,6 +24,7 @@ from cmc.frontends.grammar import GrammarFrontend
 from cmc.io import read_jsonl, sha256_file
 from cmc.records import History
 from cmc.sources import memstream_builder as msb
+from cmc.sources import memstream_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "mquake_cf_fixture.json"
@@ -47,8 +48,8 @@ def frontend() -> GrammarFrontend:
 
 
 @pytest.fixture(scope="module")
-def source() -> msb.Source:
-    return msb.load_source(FIXTURE)
+def source() -> memstream_cases.Source:
+    return memstream_cases.load_source(FIXTURE)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +127,7 @@ def test_github_json_is_read_in_released_order(source, raw):
 
 
 def test_hub_parquet_normalises_to_the_same_cases(source, raw, tmp_path):
-    hub = msb.load_source(write_hub_parquet(raw, tmp_path / "cf.parquet"))
+    hub = memstream_cases.load_source(write_hub_parquet(raw, tmp_path / "cf.parquet"))
     assert hub.layout == "hub-parquet"
     assert hub.cases == source.cases
 
@@ -145,18 +146,18 @@ def test_both_layouts_give_identical_outputs(raw, tmp_path):
 def test_file_with_the_pinned_name_but_wrong_hash_is_refused(raw, tmp_path):
     fake = write_hub_parquet(raw, tmp_path / "CF3k-00000-of-00001.parquet")
     with pytest.raises(DataError, match="does not match the pinned CF-3k file"):
-        msb.load_source(fake)
+        memstream_cases.load_source(fake)
     assert cli(fake, tmp_path / "out") == 2
     assert not (tmp_path / "out").exists()
 
 
 def test_require_pin_refuses_an_unpinned_file():
     with pytest.raises(DataError, match="does not match the pinned"):
-        msb.load_source(FIXTURE, require_pin=True)
+        memstream_cases.load_source(FIXTURE, require_pin=True)
 
 
 def test_a_file_carrying_the_pinned_hash_is_recorded_as_pinned(monkeypatch, tmp_path):
-    monkeypatch.setitem(msb.PIN, "sha256", sha256_file(FIXTURE))
+    monkeypatch.setitem(memstream_cases.PIN, "sha256", sha256_file(FIXTURE))
     assert cli(FIXTURE, tmp_path / "out", "--require-pin") == 0
     card = json.loads((tmp_path / "out" / "card.json").read_text())
     assert card["source"]["pinned"] is True and card["source"]["sha256"] == sha256_file(FIXTURE)
@@ -174,12 +175,12 @@ def test_malformed_cases_fail_with_the_field_named(raw, tmp_path):
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken))
     with pytest.raises(DataError, match=r"case_id 3.*target_new_str"):
-        msb.load_source(path)
+        memstream_cases.load_source(path)
     broken = copy.deepcopy(raw)
     broken[4]["case_id"] = 1
     path.write_text(json.dumps(broken))
     with pytest.raises(DataError, match="duplicate case_id 1"):
-        msb.load_source(path)
+        memstream_cases.load_source(path)
 
 
 # --- order, blocks, shuffles, serials --------------------------------------------------------------
@@ -318,7 +319,7 @@ def test_an_assertion_the_grammar_cannot_parse_fails_loudly(raw, frontend, tmp_p
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(broken))
     with pytest.raises(DataError, match=r"not parsed by the relation grammar: case 2 post: 'Bram Castellane once wrote"):
-        msb.build(msb.load_source(path).cases, frontend, n_cases=N, pool_size=POOL)
+        msb.build(memstream_cases.load_source(path).cases, frontend, n_cases=N, pool_size=POOL)
 
 
 def test_only_two_hop_cases_are_accepted_for_the_named_dataset(raw, frontend, tmp_path):
@@ -329,7 +330,7 @@ def test_only_two_hop_cases_are_accepted_for_the_named_dataset(raw, frontend, tm
     longer[0]["new_single_hops"].append(extra)
     path = tmp_path / "three_hop.json"
     path.write_text(json.dumps(longer))
-    cases = msb.load_source(path).cases
+    cases = memstream_cases.load_source(path).cases
     with pytest.raises(DataError, match=r"not 2-hop \(case ids \[1\]\)"):
         msb.build(cases, frontend, n_cases=N, pool_size=POOL)
     assert msb.sensitivity(cases, frontend, SEED, POOL)["cases"] == 12  # the sensitivity run takes every case
@@ -378,7 +379,7 @@ def test_real_cf3k_reproduces_the_paper_counts(frontend, tmp_path):
     src = Path(os.environ["MQUAKE_CF3K"])
     if not src.is_file():
         pytest.skip(f"MQUAKE_CF3K={src} is not a file")
-    source = msb.load_source(src)
+    source = memstream_cases.load_source(src)
     stream = msb.build(source.cases, frontend)
     counts = stream.counts()
     assert (counts["sh_questions"], counts["mh_questions"]) == (800, 798)

@@ -11,7 +11,9 @@ from cmc.frontends.grammar import GrammarFrontend
 from cmc.evidence import select_all
 from cmc.graph import build_memories
 from harness.stages import run
-from cmc.sources.memstream_builder import build, load_source, write_outputs
+from cmc.sources.memstream_builder import build
+from cmc.sources.memstream_cases import load_source
+from cmc.sources.memstream_writer import write_outputs
 from cmc.sources.rows import RowDataset
 from cmc.vault import LabelVault
 from scoring.tables import bundle_items, view_table

@@ -1,0 +1,170 @@
+"""Reading the extractor's replies (paper appendix D.1): a batch reply into validated
+per-record extractions (each triple's subject and object copied literally from its record),
+an alignment reply into final relation names, and one value per (subject, relation) slot.
+
+Separate from cmc/frontends/llm.py, which asks the questions (requests, batching, repair,
+freezing): these are pure functions of the reply text, testable without a reader, and
+PARSER_VERSION, part of the frontend's fingerprint, names exactly the rules here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from typing import Any, Sequence
+
+from cmc.extraction import STATUSES, RecordExtraction, Triple
+from cmc.normalize import entity_key
+from cmc.records import Record
+
+log = logging.getLogger(__name__)
+
+# Bump when parse_reply or parse_alignment accept different replies: frozen extractions
+# made under other rules then stop matching the fingerprint instead of being reused.
+PARSER_VERSION = 2
+_DECODER = json.JSONDecoder()
+
+
+def relation_slug(name: str) -> str:
+    """One spelling per relation name: 'Born In' and 'born-in' are both 'born_in'."""
+    return "_".join(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def literal_span(text: str, value: str, avoid: tuple[int, int] | None = None) -> tuple[int, int] | None:
+    """Where `value` occurs in the record as whole words ("Ford" is not in "Stanford"):
+    exactly if it does, else ignoring case (the triple then keeps the record's own
+    characters). An occurrence other than `avoid`, the subject's span, comes first, so an
+    object equal to its subject needs a second mention."""
+    value = value.strip()
+    if not value:
+        return None
+    pattern = "".join([r"(?<!\w)" if value[0].isalnum() else "", re.escape(value),
+                       r"(?!\w)" if value[-1].isalnum() else ""])
+    spans = [m.span() for flags in (0, re.IGNORECASE) for m in re.finditer(pattern, text, flags)]
+    return next((s for s in spans if s != avoid), None)
+
+
+def _json_object(raw: str, key: str, bare_list: bool = False) -> Any:
+    """The value under `key` of the first JSON object in the reply that has it, or with
+    `bare_list` a top-level JSON list standing for it (small models drop the wrapper): code
+    fences and chatter around it, braces included, drop. Nothing inside another JSON value
+    counts."""
+    start = 0
+    while (start := _next_opening(raw, start, "{[" if bare_list else "{")) >= 0:
+        try:
+            value, end = _DECODER.raw_decode(raw, start)
+        except ValueError:
+            start += 1
+            continue
+        if isinstance(value, dict) and key in value:
+            return value[key]
+        if bare_list and isinstance(value, list):
+            return value
+        start = end
+    raise ValueError(f"no JSON object with {key!r} in the reply")
+
+
+def _next_opening(raw: str, start: int, openers: str) -> int:
+    return min((i for i in (raw.find(c, start) for c in openers) if i >= 0), default=-1)
+
+
+def _read_entry(pos: int, text: str, entry: dict[str, Any]) -> RecordExtraction | str:
+    """One record's entry as a RecordExtraction, or what is wrong with it."""
+    status, triples = entry.get("status"), entry.get("triples") or []
+    if status not in STATUSES:
+        return f"status {status!r} is not one of {', '.join(STATUSES)}"
+    if status != "facts":
+        return RecordExtraction(pos, status) if not triples else f"status {status!r} came with triples"
+    if not isinstance(triples, list) or not triples:
+        return "status 'facts' needs a list of triples"
+    out: list[Triple] = []
+    for item in triples:
+        if not (isinstance(item, list) and len(item) == 3 and all(isinstance(x, str) for x in item)):
+            return f"triple {item!r} is not [subject, relation, object] of strings"
+        subject, relation, obj = item
+        if not relation_slug(relation):
+            return f"relation {relation!r} has no letters or digits"
+        if not (entity_key(subject) and entity_key(obj)):
+            return f"triple {item!r} names an entity with no letters or digits"
+        subject_span = literal_span(text, subject)
+        if subject_span is None:
+            return f"subject {subject!r} is not copied from the record text"
+        object_span = literal_span(text, obj, avoid=subject_span)
+        if object_span is None:
+            return f"object {obj!r} is not copied from the record text"
+        out.append(Triple(text[slice(*subject_span)], relation_slug(relation), text[slice(*object_span)], pos,
+                          subject_span, object_span))
+    return RecordExtraction(pos, "facts", tuple(dict.fromkeys(out)))
+
+
+def parse_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+    """The batch's records the reply gets right, and for every other record what was wrong
+    (a repair call quotes it back). Entries for records outside the batch are ignored."""
+    texts = {r.pos: r.text for r in batch}
+    try:
+        entries = _json_object(raw, "records", bare_list=True)
+        if not isinstance(entries, list):
+            raise ValueError("'records' is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        return {}, dict.fromkeys(texts, f"the reply is not a JSON object with a 'records' list ({exc})")
+    accepted: dict[int, RecordExtraction] = {}
+    problems: dict[int, str] = {}
+    seen: set[int] = set()
+    for entry in entries:
+        pos = entry.get("id") if isinstance(entry, dict) else None
+        if type(pos) is not int or pos not in texts:
+            continue
+        if pos in seen:
+            accepted.pop(pos, None)
+            problems[pos] = "the record was answered twice"
+            continue
+        seen.add(pos)
+        result = _read_entry(pos, texts[pos], entry)
+        if isinstance(result, str):
+            problems[pos] = result
+        else:
+            accepted[pos] = result
+    problems.update({pos: "the record was not answered" for pos in texts if pos not in seen})
+    return accepted, problems
+
+
+def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
+    """Each aligned name's final name. A proposal stands only if both names are in the
+    catalogue and it maps a name to an earlier one (the paper maps to existing catalogue
+    names); chains resolve to their earliest name. A reply that is not the asked JSON aligns
+    nothing: the names stay apart, which costs recall, never a wrong merge."""
+    order = {name: i for i, name in enumerate(names)}
+    try:
+        proposals = _json_object(raw, "same")
+        if not isinstance(proposals, dict):
+            raise ValueError("'same' is not an object")
+    except (ValueError, KeyError, TypeError) as exc:
+        log.warning("relation alignment reply is not the asked JSON (%s); no names are merged", exc)
+        return {}
+    step = {relation_slug(k): relation_slug(v) for k, v in proposals.items() if isinstance(v, str)}
+    step = {k: v for k, v in step.items() if k in order and v in order and order[v] < order[k]}
+    if dropped := len(proposals) - len(step):
+        log.info("relation alignment: %d proposals kept, %d dropped (unknown names or not to an earlier name)",
+                 len(step), dropped)
+    final = {}
+    for name in step:
+        root = name
+        while root in step:  # every step goes to an earlier name, so this ends
+            root = step[root]
+        final[name] = root
+    return final
+
+
+def one_value_per_slot(record: RecordExtraction) -> RecordExtraction:
+    """Duplicate triples merged; a record that gives one subject two objects under one
+    relation (as read, or once alignment merged two names) is unresolved, as the prompt
+    asks: replaying it would let an arbitrary one of the values win."""
+    triples = tuple(dict.fromkeys(record.triples))
+    objects: dict[tuple[str, str], set[str]] = {}
+    for t in triples:
+        objects.setdefault((entity_key(t.subject), t.relation), set()).add(entity_key(t.object))
+    if any(len(values) > 1 for values in objects.values()):
+        return RecordExtraction(record.pos, "unresolved")
+    return dataclasses.replace(record, triples=triples)
+
