@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
 from cmc.bundle import verify_seal
 from cmc.errors import DataError
@@ -66,8 +65,8 @@ def make_reader(**overrides: object) -> LlamaCppReader:
 def test_llamacpp_configs_read_the_same_model_as_the_transformers_ones(size: str) -> None:
     """Same model node, so both engines read the same verified GGUF (and one tokenizer);
     building the reader imports nothing optional and loads nothing."""
-    hf = OmegaConf.load(ROOT / "conf" / "reader" / f"qwen25_coder_{size}.yaml")
-    cpp = OmegaConf.load(ROOT / "conf" / "reader" / f"qwen25_coder_{size}_llamacpp.yaml")
+    hf = compose_config(f"reader=qwen25_coder_{size}").reader  # composed: both inherit conf/model/*_gguf.yaml
+    cpp = compose_config(f"reader=qwen25_coder_{size}_llamacpp").reader
     assert cpp._target_ == "cmc.readers.llamacpp.LlamaCppReader" and cpp.name == f"qwen25_coder_{size}_llamacpp"
     assert cpp.model == hf.model and cpp.max_input_tokens == hf.max_input_tokens
     assert cpp.max_new_tokens == hf.max_new_tokens

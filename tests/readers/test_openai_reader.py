@@ -22,7 +22,6 @@ from cmc.readers.serve import Completion, ReaderBackend, load_backend
 from tests.readers.faulty_server import FaultyServer
 from tests.readers.tiny_model import EVIDENCE, QA
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "reader"
 MAX_TOKENS = 8
 MAX_RETRIES = 3
 # The tiny model's trained questions, plus two it never saw (noise, but deterministic).
@@ -253,17 +252,18 @@ def test_answer_content_is_never_retried(prompt):
 
 def test_reader_configs_instantiate(monkeypatch):
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
     monkeypatch.delenv("HY4_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9999/v1")
-    hy4 = instantiate(OmegaConf.load(CONF / "hy4_preview.yaml"))
+    from tests.conftest import compose_config
+
+    hy4 = instantiate(compose_config("reader=hy4_preview").reader)  # composed: it inherits the openai reader
     assert isinstance(hy4, OpenAIReader) and hy4.name == "hy4_preview"
     assert (hy4.model, hy4.api_key_env, hy4.temperature, hy4.max_new_tokens) == ("hy4-preview", "HY4_API_KEY", 0.0, 64)
     assert hy4.base_url == "https://api.example.invalid/v1"
     assert hy4.pin["extra_body"] == {"chat_template_kwargs": {"enable_thinking": False}}
     assert type(hy4.pin["extra_body"]) is dict  # plain JSON, not a DictConfig
-    generic = instantiate(OmegaConf.load(CONF / "openai.yaml"))
+    generic = instantiate(compose_config("reader=openai").reader)
     assert generic.base_url == "http://127.0.0.1:9999/v1" and generic.model == "served-model"
 
 
