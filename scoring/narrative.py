@@ -19,6 +19,11 @@ from cmc.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage")
+# Generated files included whole, after the experiments: (title, path under results/).
+DIAGNOSTICS = (("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
+               ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
+               ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
+               ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
 
 
 def _table(tables: Path, stem: str, part: str = "") -> dict[str, Any] | None:
@@ -59,12 +64,25 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
     return sections
 
 
+def diagnostic_sections(results: Path) -> list[dict[str, str]]:
+    """The generated diagnostics that exist, each without its own top heading."""
+    found = []
+    for title, relative in DIAGNOSTICS:
+        path = results / relative
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").strip().splitlines()
+            body = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
+            found.append({"title": title, "source": f"results/{relative}", "markdown": body})
+    return found
+
+
 def write_report(tables: Path, reference_dir: Path, out: Path) -> Path:
     """Render the report; the caller's atomic write keeps a half-written file off disk."""
     from cmc.io import atomic_write_text
 
     environment = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True)
-    text = environment.get_template("report.md.j2").render(sections=experiment_sections(tables, reference_dir))
+    text = environment.get_template("report.md.j2").render(sections=experiment_sections(tables, reference_dir),
+                                                           diagnostics=diagnostic_sections(tables.parent))
     atomic_write_text(out, text)
     return out
