@@ -78,3 +78,18 @@ def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
         "cmc/sources/__init__.py:1: cmc.sources imports cmc.frontends.grammar",
         "arms/x.py:1: arms.x imports scoring.metrics",
     ]
+
+
+def test_modules_and_functions_stay_small():
+    """One job per module (<= 300 lines) and per function (<= 60 lines), as the style asks."""
+    too_big = []
+    for package in (*PACKAGES, "scripts"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if len(text.splitlines()) > 300:
+                too_big.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                    too_big.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is "
+                                   f"{node.end_lineno - node.lineno + 1} lines")
+    assert too_big == []
