@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench bench-readers memstream table1 tables
+.PHONY: help venv offline llamacpp test test-fast evidence diagnostics screen bench bench-readers memstream table1 tables synthetic
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -77,3 +77,8 @@ table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K pop
 
 tables: $(READERS) ## rebuild an experiment's tables and figures: make tables EXP=table1 [QUICK=1] [READER=...]
 	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION) $(if $(filter command line,$(origin READER)),--reader $(READER))
+
+synthetic: $(OFFLINE) ## synthetic update-stream sweep (dataset=synthetic): hop depth 1-6 x update rate, evidence recall + accuracy; READER=...
+	$(PY) run.py -m experiment=synthetic_sweep reader=$(READER)
+	$(PY) scripts/make_tables.py synthetic_sweep --reader $(READER)
+	$(PY) scripts/synthetic_report.py --reader $(READER)
