@@ -74,14 +74,14 @@ def report_text(experiment: str, table: pd.DataFrame, items: pd.DataFrame, reade
              f"substring exact match. Per-cell numbers: `results/tables/{experiment}_recall.md`; figure: "
              f"`results/figures/{experiment}.png`.", "",
              "| arm | n | evidence recall (%) | complete sets | accuracy (%) |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {arm} | {r.n} | {r.recall:.2f} | {r.complete} | {r.accuracy:.2f} |" for arm, r in by_arm.iterrows()]
+    lines += [f"| {r.Index} | {r.n} | {r.recall:.2f} | {r.complete} | {r.accuracy:.2f} |" for r in by_arm.itertuples()]
     lines += ["", "Multi-hop questions (depth >= 2) split by whether an update redirects a hop of the chain:", "",
               "| arm | redirected | n | evidence recall (%) | accuracy (%) |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {arm} | {'yes' if red else 'no'} | {r.n} | {r.recall:.2f} | {r.accuracy:.2f} |"
-              for (arm, red), r in by_redirect.iterrows()]
+    lines += [f"| {r.Index[0]} | {'yes' if r.Index[1] else 'no'} | {r.n} | {r.recall:.2f} | {r.accuracy:.2f} |"
+              for r in by_redirect.itertuples()]
     depth = int(table["depth"].max())
     lines += ["", f"At depth {depth} (mean over update rates): "
-              + "; ".join(f"{arm} recall {r.recall:.2f}%, accuracy {r.accuracy:.2f}%" for arm, r in deep.iterrows())
+              + "; ".join(f"{r.Index} recall {r.recall:.2f}%, accuracy {r.accuracy:.2f}%" for r in deep.itertuples())
               + (f". Depth {depth} exceeds the {max_hops}-hop cap: CMC holds {max_hops} of {depth} hop records, "
                  f"and the uncapped view (cmc_depth6) holds all." if depth > max_hops else ".")]
     return "\n".join(lines) + "\n"
@@ -105,7 +105,8 @@ def main() -> None:
                       f"questions holding all of them. Accuracy: substring EM (%), Wilson 95%.\n\n"
                       f"{table.to_markdown(index=False)}\n")
     sweep_figure(table, out / "figures" / f"{args.experiment}.png", max_hops,
-                 f"{args.experiment}: reader {reader}, {items['question_id'].nunique()} questions per view")
+                 f"{args.experiment}: reader {reader}, {items['question_id'].nunique()} questions per view, "
+                 f"{int(table['n'].max())} per cell (accuracy points are coarse)")
     text = report_text(args.experiment, table, items, reader, max_hops)
     atomic_write_text(out / f"{args.experiment}.md", text)
     print(text)
