@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -93,3 +93,8 @@ tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT
 
 view: $(READERS) ## HTML report of a sealed bundle (two: side by side): make view BUNDLE=path [BUNDLE2=path] [OUT=dir]
 	$(PY) scripts/view.py $(BUNDLE) $(BUNDLE2) $(if $(OUT),--out $(OUT))
+
+synthetic: $(OFFLINE) ## synthetic update-stream sweep (dataset=synthetic): hop depth 1-6 x update rate, evidence recall + accuracy; READER=...
+	$(PY) run.py -m experiment=synthetic_sweep reader=$(READER)
+	$(PY) scripts/make_tables.py synthetic_sweep --reader $(READER)
+	$(PY) scripts/synthetic_report.py --reader $(READER)

@@ -27,7 +27,7 @@ KNOWN_TARGETS = frozenset({
     # frontends
     "cmc.frontends.grammar.GrammarFrontend", "cmc.frontends.llm.LLMFrontend",
     # datasets and populations
-    "cmc.sources.rows.RowDataset", "cmc.population.Population",
+    "cmc.sources.rows.RowDataset", "cmc.sources.synthetic.SyntheticDataset", "cmc.population.Population",
     # readers and where their weights come from
     "cmc.readers.hf.HFReader", "cmc.readers.llamacpp.LlamaCppReader", "cmc.readers.openai_api.OpenAIReader",
     "cmc.readers.models.HubModel", "cmc.readers.models.LocalModel", "cmc.readers.models.PackagedModel",
@@ -74,6 +74,6 @@ def instantiate_known(node: Any, where: str = "config", **kwargs: Any) -> Any:
         return instantiate(node, **kwargs)
     except InstantiationException as exc:  # a bad value for one of our classes: name it, one line
         cause = exc.__cause__
-        if isinstance(cause, (ValueError, TypeError)) and not isinstance(cause, DataError):
+        if isinstance(cause, (ValueError, TypeError)):  # a DataError included: one line, not Hydra's wrapper
             raise DataError(f"{where}: {cause}") from exc
         raise

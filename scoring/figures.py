@@ -93,3 +93,33 @@ def depth_curve(items: pd.DataFrame, arms_by_depth: dict[int, str], path: Path, 
     ax.set_title(caption, fontsize=9)
     return _save(fig, path)
 
+
+
+def sweep_figure(table: pd.DataFrame, path: Path, max_hops: int, caption: str) -> Path:
+    """The synthetic sweep: evidence recall (top) and reader accuracy (bottom) against hop
+    depth, one panel per update rate, one line per arm; depths past CMC's cap are shaded."""
+    rates = sorted(table["update_rate"].unique())
+    arms = list(dict.fromkeys(table["arm"]))
+    fig, axes = plt.subplots(2, len(rates), figsize=(4 * len(rates), 7), sharex=True, sharey=True, squeeze=False)
+    depths = sorted(table["depth"].unique())
+    for col, rate in enumerate(rates):
+        for row, (metric, label) in enumerate((("recall", "evidence recall (%)"), ("accuracy", "accuracy (%)"))):
+            ax = axes[row][col]
+            for i, arm in enumerate(arms):
+                part = table[(table["arm"] == arm) & (table["update_rate"] == rate)].sort_values("depth")
+                ax.plot(part["depth"] + (i - (len(arms) - 1) / 2) * 0.06, part[metric], marker="o", label=arm,
+                        color=f"C{i}", linestyle="--" if arm.startswith("cmc_") else "-")
+            if depths[-1] > max_hops:
+                ax.axvspan(max_hops + 0.5, depths[-1] + 0.5, color="gray", alpha=0.15, lw=0)
+            ax.set_xticks(depths)
+            ax.set_ylim(-3, 103)
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.set_title(f"update rate {rate:g}")
+            else:
+                ax.set_xlabel("question hop depth")
+            if col == 0:
+                ax.set_ylabel(label)
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    fig.suptitle(f"{caption}\nshaded: depth beyond CMC's max_hops = {max_hops}", fontsize=9)
+    return _save(fig, path)

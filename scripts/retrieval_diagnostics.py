@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
-from hydra import compose, initialize_config_dir  # noqa: E402
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice, verify_seal  # noqa: E402
 from cmc.errors import DataError, report_data_errors  # noqa: E402
 from cmc.io import atomic_write_text  # noqa: E402
 from cmc.evidence import select_all  # noqa: E402
+from harness.config import compose  # noqa: E402
 from harness.runs import Run  # noqa: E402
 from cmc.targets import instantiate_known  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
@@ -46,8 +46,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "tables")
     parser.add_argument("--no-dense", action="store_true", help="skip the dense ranking (needs the embedder)")
     args = parser.parse_args()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={args.experiment}", "arm=dense", f"population={args.population}"])
+    cfg = compose(f"experiment={args.experiment}", "arm=dense", f"population={args.population}")
     wanted = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": args.population,
               "reader": args.reader or cfg.reader.name}
     bundles = slice_bundles(args.bundles / args.experiment, wanted)

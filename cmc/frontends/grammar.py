@@ -16,23 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from cmc.cloze import OBJECT, SUBJECT, relation_name
 from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, Triple, validate
 from cmc.records import History
-
-SUBJECT, OBJECT = "[X]", "__"
-
 
 @dataclass(frozen=True)
 class Pattern:
     relation: str  # readable, unique name derived from the surface form
     surface: str
     property_ids: tuple[str, ...]
-
-
-def relation_name(surface: str) -> str:
-    """'The capital of [X] is __' -> 'the_capital_of_is': the surface's own words."""
-    return "_".join(re.findall(r"[a-z0-9]+", surface.replace(SUBJECT, " ").replace(OBJECT, " ").lower()))
 
 
 def load_patterns(path: str | Path) -> tuple[Pattern, ...]:
