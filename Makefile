@@ -98,3 +98,4 @@ synthetic: $(OFFLINE) ## synthetic update-stream sweep (dataset=synthetic): hop 
 	$(PY) run.py -m experiment=synthetic_sweep reader=$(READER)
 	$(PY) scripts/make_tables.py synthetic_sweep --reader $(READER)
 	$(PY) scripts/synthetic_report.py --reader $(READER)
+	$(PY) scripts/make_report.py

@@ -20,7 +20,8 @@ from cmc.errors import DataError
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage")
 # Generated files included whole, after the experiments: (title, path under results/).
-DIAGNOSTICS = (("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
+DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
+               ("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
                ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
