@@ -1,8 +1,10 @@
 """Figures from the experiment item table (matplotlib, headless Agg backend)."""
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import matplotlib
 
@@ -23,6 +25,12 @@ def _save(fig: plt.Figure, path: Path) -> Path:
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+def token_slices(lengths: Iterable[str]) -> bool:
+    """Whether a dataset's slices are history lengths in tokens ("6k", "32k"), the axis of
+    the by-length figure; the synthetic sweep's "d3u050" cells are not (it has its own)."""
+    return all(re.fullmatch(r"\d+k", str(v)) for v in lengths)
 
 
 def accuracy_by_length(items: pd.DataFrame, arms: Sequence[str], path: Path, caption: str) -> Path:

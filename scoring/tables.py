@@ -187,3 +187,11 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFra
             "wrong_with_gold_answer_shown": int((held["answer_in_evidence"] & (held["substring_em"] == 0)).sum()),
         })
     return pd.DataFrame(rows)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A table as Markdown with "--" for a missing value: tabulate prints float NaN as "nan"
+    whatever `missingval` says, so a frame holding NaN is first made to hold None."""
+    if frame.isna().to_numpy().any():
+        frame = frame.astype(object).where(frame.notna(), None)
+    return frame.to_markdown(index=False, missingval="--")

@@ -19,6 +19,7 @@ from cmc.evidence import select_all  # noqa: E402
 from cmc.graph import build_memories  # noqa: E402
 from harness.evidence import write_evidence  # noqa: E402
 from scoring.diagnostics import cell_table, evidence_rows  # noqa: E402
+from scoring.tables import length_order  # noqa: E402
 
 DEFAULT_ARMS = ["cmc", "prior_read_refresh", "stale_closure", "stale_state", "fact_bm25", "fact_bm25_matched",
                 "latest_state", "latest_state_full", "raw_suffix", "disjoint_random", "no_context",
@@ -37,7 +38,7 @@ def main(arms: list[str]) -> None:
     questions = {q.qid: q for q in dataset.questions}
     packets = [p for path in paths for p in read_jsonl(path)]
     rows = evidence_rows(packets, questions, dataset.histories, labels)
-    lengths = list(dict.fromkeys(q.length for q in sorted(dataset.questions, key=lambda q: int(q.length[:-1]))))
+    lengths = length_order(q.length for q in dataset.questions)  # "6k" < "32k"; other labels as first seen
     table = cell_table(rows, lengths)
 
     out = Path(configs[0].paths.results_dir) / "tables"

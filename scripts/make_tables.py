@@ -29,15 +29,15 @@ from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
 from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.coverage import coverage_table  # noqa: E402
-from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve  # noqa: E402
+from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
-from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order,  # noqa: E402
+from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
                             reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
-    atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{frame.to_markdown(index=False, missingval='--')}\n")
+    atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{markdown(frame)}\n")
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
 
 
@@ -187,7 +187,8 @@ def write_figures(scored: SliceItems, figures: Path, stem: str) -> None:
     """Accuracy by length and against evidence tokens, and the depth curve when two or more
     depth caps were run (one capped view, like the synthetic sweep's cmc_depth6, is no curve)."""
     items, views, caption = scored.items, scored.views, scored.caption
-    accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
+    if token_slices(items["length"]):  # other slice labels (synthetic cells) are no length axis
+        accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
     accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
     depths = {int(a.rsplit("depth", 1)[1]): a for a in items["arm"].unique() if "_depth" in a}
     if len(depths) >= 2:

@@ -81,3 +81,18 @@ def test_evidence_flags_find_the_answer_with_the_released_normalization(parsed, 
     # An answer that normalizes to nothing (an article) is never "shown", however often it occurs.
     flags = evidence_flags("12. The capital of France is Paris.", ["Paris"], parsed)
     assert flags == {"gold_present": True, "answer_in_evidence": shown}
+
+
+def test_markdown_shows_a_missing_value_as_dashes_and_leaves_full_tables_alone():
+    from scoring.tables import markdown
+
+    holed = pd.DataFrame({"arm": ["cmc", "bm25"], "rate": [73.82, float("nan")]})
+    assert "nan" not in markdown(holed) and "| bm25  |  --    |" in markdown(holed)
+    full = pd.DataFrame({"arm": ["cmc"], "rate": [73.82]})
+    assert markdown(full) == full.to_markdown(index=False, missingval="--")  # committed tables keep their bytes
+
+
+def test_only_token_slices_get_a_by_length_figure():
+    from scoring.figures import token_slices
+
+    assert token_slices(["6k", "32k", "262k"]) and not token_slices(["6k", "d3u050"])
