@@ -47,18 +47,12 @@ def _field_type(annotation: Any) -> Any:
 
 
 def _hints(cls: type) -> dict[str, Any]:
+    """The constructor's resolved annotations; none (every value unchecked, Any) for a class
+    whose annotations name something imported only for type checking."""
     try:
         return typing.get_type_hints(cls.__init__)
-    except (NameError, TypeError):  # a name only imported for type checking: check what resolves
-        hints = {}
-        namespace = vars(importlib.import_module(cls.__module__))
-        for name, raw in getattr(cls.__init__, "__annotations__", {}).items():
-            try:
-                hints[name] = typing.get_type_hints(types.SimpleNamespace(__annotations__={name: raw}),
-                                                    globalns=namespace)[name]
-            except (NameError, TypeError):
-                hints[name] = Any
-        return hints
+    except (NameError, TypeError):
+        return {}
 
 
 def _parameters(cls: type) -> tuple[list[tuple[inspect.Parameter, Any]], bool]:

@@ -50,13 +50,11 @@ def _paper(reference_dir: Path, experiment: str) -> dict[str, Any] | None:
 def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any]]:
     """One section per main table found (table1, table1_quick, ...), in name order."""
     sections = []
-    for csv in sorted(tables.glob("*.csv")):
+    for csv in sorted(tables.glob("table*.csv")):
         stem = csv.stem
-        experiment = stem.split("_")[0]
-        if not stem.startswith("table") or any(stem.endswith(f"_{part}") for part in (*SECTIONS, "strict", "tex")):
-            continue
-        if "_" in stem and stem.split("_", 1)[1] not in ("quick",):
-            continue  # a slice table (readers grid, non-overflow) is included from its own section
+        experiment, _, variant = stem.partition("_")
+        if variant not in ("", "quick"):
+            continue  # a part of a section (contrasts, by_length, ...) or a slice table (readers grid)
         main = _table(tables, stem)
         if main is None:
             continue
