@@ -16,9 +16,10 @@ from cmc.secrets import scrub_tree
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
-MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty")  # not part of what was measured
-# (allow_errors: a seal-time choice, recorded in the manifest only when failures were sealed; allow_dirty:
-# recorded as the diff itself under `git`)
+# Dotted keys that are not part of what was measured. allow_errors: a seal-time choice, recorded in the
+# manifest only when failures were sealed; allow_dirty: recorded as the diff itself under `git`;
+# population.shard: how a run was split up (a bundle sealed from shards equals one made in one piece).
+MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty", "population.shard")
 
 
 def _git(root: Path, *args: str) -> str:
@@ -67,11 +68,6 @@ def package_versions() -> dict[str, str | None]:
 PATH_REFERENCE = "${paths."  # a value built from a machine-local location
 
 
-# Keys inside measured nodes that only say how a run was split up, not what it measured: a
-# bundle sealed from shards is byte-identical to one generated in one piece.
-MACHINE_LOCAL_KEYS = {"population": ("shard",)}
-
-
 def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config minus machine-local paths: what defines the measurement.
 
@@ -82,11 +78,13 @@ def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     raw = OmegaConf.to_container(cfg, resolve=False)
     # Credentials never reach a manifest (a base_url's user:password@, a key in a value).
-    config = {k: scrub_tree(_keep_path_references(v, raw[k])) for k, v in resolved.items() if k not in MACHINE_LOCAL}
-    for node, keys in MACHINE_LOCAL_KEYS.items():
-        if isinstance(config.get(node), dict):
-            config[node] = {k: v for k, v in config[node].items() if k not in keys}
-    return config
+    return _without(scrub_tree(_keep_path_references(resolved, raw)), MACHINE_LOCAL)
+
+
+def _without(tree: dict[str, Any], keys: Sequence[str], prefix: str = "") -> dict[str, Any]:
+    """The tree minus the dotted keys."""
+    return {k: _without(v, keys, f"{prefix}{k}.") if isinstance(v, dict) else v
+            for k, v in tree.items() if f"{prefix}{k}" not in keys}
 
 
 def _keep_path_references(resolved: Any, raw: Any) -> Any:
