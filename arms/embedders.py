@@ -2,11 +2,14 @@
 with). Vectors are L2-normalized, so a dot product is the cosine similarity."""
 from __future__ import annotations
 
+import os
 from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from cmc.io import canonical_json, sha256_text
 from cmc.readers.models import ModelSource
 
 
@@ -47,6 +50,22 @@ class FlagEmbedder:
             out = self._model.encode(list(texts), batch_size=self.batch_size, max_length=self.max_length)
         vectors = np.asarray(out, dtype=np.float32)
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def cached_vectors(embedder: Any, texts: Sequence[str], cache_dir: str | Path) -> np.ndarray:
+    """The embedder's vectors for `texts`, computed once per (embedder pin, texts) and kept
+    on disk (written to a temp file, then renamed): the dense arm and the multi-call
+    methods embed the same fact banks again and again."""
+    key = sha256_text(canonical_json([embedder.pin, list(texts)]))
+    path = Path(cache_dir) / f"{key[:32]}.npy"
+    if path.is_file():
+        return np.load(path)
+    vectors = embedder.encode(list(texts))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
+    np.save(tmp, vectors)
+    os.replace(tmp, path)
+    return vectors
 
 
 def _cuda() -> bool:

@@ -6,7 +6,6 @@ order before rendering and keeps the unresolved records, like the graph views.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,10 @@ import numpy as np
 
 from arms.base import RenderingArm, rank
 from arms.bm25 import BM25Okapi
+from arms.embedders import cached_vectors
 from arms.cmc import CMCArm
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Memory
-from cmc.io import canonical_json, sha256_text
 from cmc.normalize import key_tokens
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS, header_chars, record_chars
@@ -95,17 +94,7 @@ class DenseFacts(RenderingArm):
 
     def _index(self, memory: Memory) -> tuple[tuple[Edge, ...], np.ndarray, np.ndarray]:
         facts = tuple(memory.current.edges.values())
-        texts = [memory.history.record(e.pos).text for e in facts]
-        key = sha256_text(canonical_json([self.embedder.pin, texts]))
-        path = self.cache_dir / f"{key[:32]}.npy"
-        if path.is_file():
-            vectors = np.load(path)
-        else:
-            vectors = self.embedder.encode(texts)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
-            np.save(tmp, vectors)
-            os.replace(tmp, path)
+        vectors = cached_vectors(self.embedder, [memory.history.record(e.pos).text for e in facts], self.cache_dir)
         return facts, vectors, np.array([e.pos for e in facts], dtype=np.int64)
 
     def select(self, question: Question, memory: Memory) -> Evidence:

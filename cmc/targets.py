@@ -20,7 +20,7 @@ from cmc.errors import DataError
 
 KNOWN_TARGETS = frozenset({
     # arms
-    "arms.cmc.CMCArm", "arms.controls.DisjointRandom", "arms.controls.NoContext",
+    "arms.cmc.CMCArm", "arms.controls.DisjointRandom", "arms.controls.NoContext", "arms.gwalk.GWalk", "arms.mello.MeLLo",
     "arms.controls.PriorReadRefresh", "arms.controls.StaleClosure", "arms.embedders.FlagEmbedder",
     "arms.retrieval.DenseFacts", "arms.retrieval.FactBM25", "arms.retrieval.FactBM25Matched",
     "arms.state.RawSuffix", "arms.state.StateView",

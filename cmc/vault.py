@@ -31,8 +31,17 @@ class LabelVault:
 def check_population(bundle: str | Path) -> list[str]:
     """The question ids of the bundle's prediction rows, which must be exactly the frozen
     population, in order (count and id hash): a re-sealed bundle with a row dropped or
-    duplicated would otherwise score n=39 or 41 against a manifest of 40."""
+    duplicated would otherwise score n=39 or 41 against a manifest of 40. A multi-call
+    method's bundle has one evidence row per question and one prediction row per call:
+    its evidence rows are checked, and its calls must run question by question in that order."""
     ids = [row.get("question_id") for row in read_bundle_jsonl(bundle, "predictions.jsonl")]
+    evidence = read_bundle_jsonl(bundle, "evidence.jsonl")
+    if evidence and "calls" in evidence[0]:
+        calls = [qid for i, qid in enumerate(ids) if i == 0 or ids[i - 1] != qid]
+        ids = [row.get("question_id") for row in evidence]
+        if calls != ids:
+            raise DataError(f"{Path(bundle) / 'predictions.jsonl'}: the calls do not run question by question in the "
+                            f"order of evidence.jsonl; refusing to score")
     population = read_manifest(bundle).get("population", {})
     if len(ids) != population.get("n") or sha256_text(canonical_json(ids)) != population.get("question_ids_sha256"):
         raise DataError(f"{Path(bundle) / 'predictions.jsonl'}: {len(ids)} rows ({len(set(ids))} distinct questions) do "

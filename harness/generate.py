@@ -14,6 +14,7 @@ from cmc.generation import GenerationService
 from cmc.io import atomic_write_text
 from cmc.manifest import build_manifest, config_differences, git_state
 from cmc.sittings import Sitting
+from harness.methods import generate_method
 from harness.runs import ROOT, Run
 
 log = logging.getLogger(__name__)
@@ -24,8 +25,8 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
     if not run.questions:  # nothing to seal or score: say so before anything is frozen
         raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
-    pin = run.requests[0].pin
-    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, pin, run.prompt.version, ROOT)
+    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, run.reader_pin(),
+                              run.prompt_version, ROOT)
     path = run.work_dir / "manifest.json"
     if not path.is_file():
         atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
@@ -49,7 +50,10 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
                                     on_finished=lambda _: sitting.finished(**run.reader.counters()),
                                     also_read=run.journals())  # shards' journals: done elsewhere
         try:
-            service.generate(run.requests_to_generate())
+            if run.method is not None:
+                generate_method(run, run.method, service.answer)
+            else:
+                service.generate(run.requests_to_generate())
         finally:
             store.close()
     run.prefill = run.reader.counters() or None

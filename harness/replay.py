@@ -19,7 +19,9 @@ from cmc.evidence import select_all
 from cmc.manifest import PATH_REFERENCE
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
+from cmc.readers.base import Prediction
 from harness.config import compose
+from harness.methods import rerun_over
 from harness.runs import Run
 from harness.schemas import check_config
 from scoring.metrics import score_output
@@ -70,6 +72,8 @@ def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | 
     report.seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
     run = Run(replay_config(bundle, overrides, manifest), frozen_reader_pin=manifest["reader_pin"])
+    if run.method is not None:
+        return _replay_method(run, bundle, report, scores_dir)
     stored = read_bundle_jsonl(bundle, "evidence.jsonl")
     rebuilt = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories, run.questions)]
     _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))
@@ -86,6 +90,32 @@ def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | 
     if items.is_file():
         _compare(report, "score", [row["substring_em"] for row in read_jsonl(items)], rescored, key=str)
     report.checked = len(predictions)
+    return report
+
+
+def _replay_method(run: Run, bundle: Path, report: ReplayReport, scores_dir: str | Path | None) -> ReplayReport:
+    """Re-execute the method over the bundle's own answers (paper D.4): every call must be
+    one the bundle answered, in the same order, and give the same trace and answer."""
+    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
+    stored = {p["request_id"]: Prediction.from_json({k: v for k, v in p.items() if k != "question_id"})
+              for p in predictions}
+    try:
+        rows = rerun_over(run, run.method, stored, str(bundle))
+    except DataError as exc:
+        report.mismatches.append(f"calls: {exc}")
+        return report
+    sealed = read_bundle_jsonl(bundle, "evidence.jsonl")
+    _compare(report, "trace", sealed, rows["evidence.jsonl"], key=lambda row: canonical_json(row))
+    _compare(report, "request id", [r["request_id"] for r in read_bundle_jsonl(bundle, "requests.jsonl")],
+             [r["request_id"] for r in rows["requests.jsonl"]], key=str)
+    _compare(report, "prediction request id", [p["request_id"] for p in predictions],
+             [r["request_id"] for r in rows["requests.jsonl"]], key=str)
+    labels = LabelVault(run.adapter.load_labels).open(bundle)
+    rescored = [score_output(row["answer"], labels[row["question_id"]])["substring_em"] for row in rows["evidence.jsonl"]]
+    items = Path(scores_dir or run.scores_dir) / "items.jsonl"
+    if items.is_file():
+        _compare(report, "score", [row["substring_em"] for row in read_jsonl(items)], rescored, key=str)
+    report.checked = len(rows["evidence.jsonl"])
     return report
 
 

@@ -19,6 +19,7 @@ from cmc.io import read_jsonl
 from cmc.journal import PredictionJournal
 from cmc.generation import generation_order
 from cmc.locks import RunLock
+from cmc.methods import Method
 from cmc.population import Population, shard_slice
 from cmc.prompt import Prompt, load_prompt
 from cmc.readers.base import Reader, Request
@@ -86,6 +87,24 @@ class Run:
     @cached_property
     def prompt(self) -> Prompt:
         return load_prompt(self.cfg.prompt)
+
+    @cached_property
+    def method(self) -> Method | None:
+        """The configured view when it is a multi-call method (harness/methods.py), else
+        None: an arm, whose one request per question is built from its evidence packet."""
+        view = instantiate_known(self.cfg.arm)
+        return view if isinstance(view, Method) else None
+
+    @property
+    def prompt_version(self) -> str:
+        return self.method.prompt_version if self.method is not None else self.prompt.version
+
+    def reader_pin(self) -> dict[str, Any]:
+        """The pin every request of this run carries (a method's requests: read off an
+        empty completion, prepared, never sent)."""
+        if self.method is not None:
+            return self.reader.prepare_completion("", self.prompt_version, 1).pin
+        return self.requests[0].pin
 
     @property
     def name(self) -> str:

@@ -10,13 +10,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
+from cmc.bundle import SealError, read_bundle_jsonl, read_manifest, sealed_digests, write_bundle
+from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
 from cmc.manifest import config_differences, experiment_config
-from cmc.readers.base import Prediction
+from cmc.readers.base import Prediction, Request
 from cmc.sittings import read_sittings, total
 from harness.evidence import write_run_evidence
+from harness.methods import bundle_rows, rerun_over, run_method
 from harness.runs import Run
 
 log = logging.getLogger(__name__)
@@ -40,24 +42,40 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
 
 def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = read_json(run.work_dir / "manifest.json")
-    requests, packets, store = run.requests, run.packets(), run.store()
+    store = run.store()
     for journal in run.journals():  # shards generated elsewhere: their journals fill this store
         for prediction in journal.read().values():
             store.put(prediction)
-    predictions: list[Prediction] = []
-    for request in requests:
-        prediction = store.get(request.id)
-        if prediction is None:
-            raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
-        predictions.append(prediction)
+    if run.method is not None:
+        rows = method_rows(run, store)
+    else:
+        predictions: list[Prediction] = []
+        for request in run.requests:
+            prediction = store.get(request.id)
+            if prediction is None:
+                raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
+            predictions.append(prediction)
+        if failed := check_failures(predictions, cfg.get("allow_errors", False)):
+            manifest = {**manifest, "sealed_with_errors": failed}
+        rows = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run),
+                "predictions.jsonl": [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]}
     store.close()
-    if failed := check_failures(predictions, cfg.get("allow_errors", False)):
-        manifest = {**manifest, "sealed_with_errors": failed}
-    preds = [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]
-    bundle = write_bundle(run.bundle_dir, manifest, packets, request_rows(run), preds)
+    bundle = write_bundle(run.bundle_dir, manifest, rows["evidence.jsonl"], rows["requests.jsonl"],
+                          rows["predictions.jsonl"])
     move_sittings(run)
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
     return bundle
+
+
+def method_rows(run: Run, store: PredictionStore) -> dict[str, list[dict[str, Any]]]:
+    """A method's bundle rows, from running it over the stored answers. A question whose
+    call failed cannot be sealed (allow_errors covers one-call arms only): a method's
+    later calls depend on the failed one's answer."""
+    def answer(request: Request) -> Prediction:
+        if (prediction := store.get(request.id)) is None:
+            raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
+        return prediction
+    return bundle_rows(run, run.method, [run_method(run, run.method, q, answer) for q in run.questions])
 
 
 def move_sittings(run: Run) -> None:
@@ -107,10 +125,16 @@ def check_reproduces(run: Run) -> None:
     """A sealed bundle stands only if this code and config still produce its config,
     evidence and requests byte for byte; otherwise say so rather than keep a stale result.
     The evidence is recomputed with this code, never read back from an earlier run's file."""
-    if not run.evidence_written:
+    if not run.evidence_written and run.method is None:
         write_run_evidence(run)
     sealed = sealed_digests(run.bundle_dir)
-    fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
+    if run.method is not None:  # re-executed over the bundle's own answers
+        stored = {p["request_id"]: Prediction.from_json({k: v for k, v in p.items() if k != "question_id"})
+                  for p in read_bundle_jsonl(run.bundle_dir, "predictions.jsonl")}
+        rows = rerun_over(run, run.method, stored, str(run.bundle_dir))
+        fresh = {name: rows[name] for name in ("evidence.jsonl", "requests.jsonl")}
+    else:
+        fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
     changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
     keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
     if keys:

@@ -31,7 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
-    return write_run_evidence(run or Run(cfg))
+    """An arm's packets; a method has none before generation (what it reads depends on its
+    calls' answers: its trace is written at seal)."""
+    run = run or Run(cfg)
+    if run.method is not None:
+        log.info("%s is a multi-call method: no evidence stage, its reads are traced at seal", run.method.name)
+        return run.work_dir
+    return write_run_evidence(run)
 
 
 def run_score(cfg: DictConfig, run: Run | None = None) -> Path:

@@ -31,15 +31,12 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
     `answer_in_evidence` whether it holds the parsed answer (a wrong answer found there is a
     value the reader was shown and chose, not one it made up)."""
     seal = verify_seal(bundle)
-    manifest = read_manifest(bundle)
+    config = read_manifest(bundle)["config"]
     evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
-    requests = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "requests.jsonl")}
-    config = manifest["config"]
     rows = []
-    for pred in read_bundle_jsonl(bundle, "predictions.jsonl"):
-        qid = pred["question_id"]
+    for qid, output in question_outputs(bundle, evidence).items():
         question = questions[qid]
-        scored = score_output(pred["raw"], labels[qid])
+        scored = score_output(output["raw"], labels[qid])
         gold = {} if histories is None else evidence_flags(
             rebuild_text(histories[question.history_id], evidence[qid]), labels[qid], scored["parsed"])
         rows.append({
@@ -47,12 +44,34 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
             "question_id": qid, "hop": question.hop, "length": question.length,
             "cluster": CLUSTER_KEYS[cluster](question),
             "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
-            "input_tokens": requests[qid]["input_tokens"],
-            # Cut by the evidence budget (characters) or by the reader's input cap (tokens).
-            "truncated": evidence[qid]["truncated"] or requests[qid]["evidence_truncated_tokens"] > 0,
-            "error": pred["error"], "seal": seal, **gold,
+            **{key: output[key] for key in ("input_tokens", "truncated", "error")}, "seal": seal, **gold,
+            **{key: output[key] for key in ("calls", "output_tokens")},
         })
     return pd.DataFrame(rows)
+
+
+def question_outputs(bundle: Path, evidence: Mapping[str, dict]) -> dict[str, dict]:
+    """Per question, in bundle order: the output to score, reader calls, input and output
+    tokens, whether the evidence was cut, and any failure. An arm's question is one call
+    (its prediction's output); a multi-call method's is its calls (its trace's answer)."""
+    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
+    requests = read_bundle_jsonl(bundle, "requests.jsonl")
+    out: dict[str, dict] = {}
+    for pred, request in zip(predictions, requests):
+        qid = pred["question_id"]
+        row = out.setdefault(qid, {"raw": pred["raw"], "calls": 0, "input_tokens": 0, "output_tokens": 0,
+                                   "truncated": bool(evidence[qid]["truncated"]), "error": None})
+        row["calls"] += 1
+        row["input_tokens"] = None if request["input_tokens"] is None or row["input_tokens"] is None \
+            else row["input_tokens"] + request["input_tokens"]
+        row["output_tokens"] += pred.get("usage", {}).get("completion_tokens", 0)
+        # Cut by the evidence budget (characters) or by the reader's input cap (tokens).
+        row["truncated"] = row["truncated"] or request["evidence_truncated_tokens"] > 0
+        row["error"] = row["error"] or pred["error"]
+    for qid, row in out.items():
+        if "calls" in evidence[qid]:  # a method: its answer, not its last call's text
+            row["raw"] = evidence[qid]["answer"]
+    return out
 
 
 def evidence_flags(text: str, golds: Sequence[str], parsed: str | None) -> dict[str, bool]:

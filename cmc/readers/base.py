@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
+from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
 
@@ -36,18 +37,28 @@ class Request:
     generation: dict[str, Any]  # max_new_tokens, temperature, ...
     input_ids: tuple[int, ...] | None = None  # local readers: the exact tokens fed to the model
     evidence_truncated_tokens: int = 0  # tokens cut from the evidence's oldest end by the input cap
+    # A completion-style request (multi-call methods' released prompts): the raw text is the
+    # whole input, no chat template, and `messages` is empty. Chat requests leave it None and
+    # keep the identity they always had.
+    completion: str | None = None
 
     @property
     def identity(self) -> dict[str, Any]:
-        return {
+        identity = {
             "reader": self.reader, "pin": self.pin, "prompt_version": self.prompt_version,
             "messages": list(self.messages), "generation": self.generation,
             "input_ids": list(self.input_ids) if self.input_ids is not None else None,
         }
+        return identity if self.completion is None else {**identity, "completion": self.completion}
 
     @property
     def id(self) -> str:
         return sha256_text(canonical_json(self.identity))
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """A completion's stop strings (none for chat requests)."""
+        return tuple(self.generation.get("stop") or ())
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, **self.identity, "evidence_truncated_tokens": self.evidence_truncated_tokens}
@@ -57,7 +68,24 @@ class Request:
         ids = data.get("input_ids")
         return cls(data["reader"], data["pin"], data["prompt_version"], tuple(data["messages"]),
                    data["generation"], tuple(ids) if ids is not None else None,
-                   data.get("evidence_truncated_tokens", 0))
+                   data.get("evidence_truncated_tokens", 0), data.get("completion"))
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:
+    """A completion's text up to and including its first stop string, and whether one was
+    found. The stop string is kept, as the released multi-call methods' text keeps it (their
+    parsers read it); every engine applies this one rule to what it decoded, so an engine
+    that stops early and one that decodes to the cap return the same text."""
+    ends = [(i + len(s)) for s in stops if s and (i := text.find(s)) >= 0]
+    return (text[:min(ends)], True) if ends else (text, False)
+
+
+def check_greedy(reader: str, temperature: float) -> None:
+    """Local engines decode greedily only: a sampled completion would not be a pure
+    function of its request id."""
+    if temperature != 0:
+        raise DataError(f"{reader}: temperature={temperature}: this engine decodes greedily only (temperature 0); "
+                        f"sample through an OpenAI-compatible server (reader=openai)")
 
 
 @dataclass(frozen=True)
@@ -121,6 +149,12 @@ class Reader(Protocol):
     def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
         """Fix the exact input without generating: build the messages, and for local
         readers tokenize them and left-truncate the evidence alone to the input cap."""
+
+    def prepare_completion(self, text: str, prompt_version: str, max_new_tokens: int, stop: Sequence[str] = (),
+                           temperature: float = 0.0) -> Request:
+        """Fix a raw-text completion (no chat template) without generating: the released
+        G-Walk and MeLLo prompts are base-model text. Its answer is the decoded continuation
+        cut after the first stop string (`cut_at_stop`), at most `max_new_tokens` tokens."""
 
     def generate(self, request: Request) -> Prediction:
         """Run one request. Transport faults may be retried inside; answer content never is."""

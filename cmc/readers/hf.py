@@ -11,7 +11,7 @@ import copy
 import re
 from collections import OrderedDict
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 import torch
 import transformers
@@ -21,7 +21,7 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
 from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
-from cmc.readers.base import Prediction, Request, strip_think
+from cmc.readers.base import Prediction, Request, check_greedy, cut_at_stop, strip_think
 from cmc.readers.compute import DTYPES, cpu_summary, resolve_dtype
 from cmc.readers.models import ModelSource
 
@@ -33,6 +33,18 @@ def common_prefix_len(a: tuple[int, ...], b: tuple[int, ...]) -> int:
         if a[i] != b[i]:
             return i
     return n
+
+
+def answer_text(tokenizer: PreTrainedTokenizerBase, request: Request, new: Sequence[int],
+                eos_token_ids: Sequence[int]) -> tuple[str, str]:
+    """The answer text and finish reason of a request's new tokens: a chat answer without
+    its reasoning block, a completion cut after its first stop string. Both engines use it."""
+    text = tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    eos = bool(new) and new[-1] in set(eos_token_ids)
+    if request.completion is None:
+        return strip_think(text), "stop" if eos else "length"
+    text, stopped = cut_at_stop(text, request.stop)
+    return text, "stop" if stopped or eos else "length"
 
 
 class HFReader:
@@ -178,6 +190,19 @@ class HFReader:
             generation={"max_new_tokens": self.max_new_tokens, "do_sample": False},
             input_ids=tuple(ids), evidence_truncated_tokens=cut)
 
+    def prepare_completion(self, text: str, prompt_version: str, max_new_tokens: int, stop: Sequence[str] = (),
+                           temperature: float = 0.0) -> Request:
+        """Raw text tokenized as the released methods tokenize it (the tokenizer's default
+        special tokens, no chat template). Over the input cap is an error: a method's prompt
+        has no evidence block to cut."""
+        check_greedy(self.name, temperature)
+        ids = self.tokenizer(text)["input_ids"]
+        if self.max_input_tokens is not None and len(ids) > self.max_input_tokens:
+            raise DataError(f"{self.name}: completion of {len(ids)} tokens exceeds the input cap {self.max_input_tokens}")
+        return Request(reader=self.name, pin=self.pin, prompt_version=prompt_version, messages=(),
+                       generation={"max_new_tokens": int(max_new_tokens), "do_sample": False, "stop": list(stop)},
+                       input_ids=tuple(ids), completion=text)
+
     @torch.inference_mode()
     def generate(self, request: Request) -> Prediction:
         """Greedy decoding of exactly request.input_ids. Only an out-of-memory error becomes
@@ -198,11 +223,11 @@ class HFReader:
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
             return Prediction(request.id, None, model=self.model_id, error=f"OutOfMemoryError: {exc}")
-        eos = set(self.model.generation_config.eos_token_id)
+        raw, finish_reason = answer_text(self.tokenizer, request, new, self.model.generation_config.eos_token_id)
         return Prediction(
             request_id=request.id,
-            raw=strip_think(self.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)),
-            finish_reason="stop" if new and new[-1] in eos else "length",
+            raw=raw,
+            finish_reason=finish_reason,
             usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
             model=self.model_id,
             runtime=self.runtime,
@@ -215,6 +240,9 @@ class HFReader:
         if self.prefix_cache:
             cache, reused = self._cached_prefix(ids)
             self.prefill_tokens_saved += reused
+        generation = dict(generation)
+        if stop := generation.pop("stop", None):  # a completion's stop strings, matched across token boundaries
+            generation.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from functools import cached_property
-from typing import Any
+from typing import Any, Sequence
 
 from cmc.errors import DataError
 from cmc.prompt import Prompt
-from cmc.readers.base import Prediction, Request, strip_think
-from cmc.readers.hf import HFReader, common_prefix_len
+from cmc.readers.base import Prediction, Request, cut_at_stop
+from cmc.readers.hf import HFReader, answer_text, common_prefix_len
 from cmc.readers.offline import PyPIGGUFModel
 
 INSTALL_HINT = "pip install .[llamacpp] (or `make llamacpp`)"
@@ -127,26 +127,36 @@ class LlamaCppReader:
         return dataclasses.replace(request, pin=self.pin, generation={
             "max_new_tokens": self.max_new_tokens, "temperature": 0.0, "top_k": 1})
 
+    def prepare_completion(self, text: str, prompt_version: str, max_new_tokens: int, stop: Sequence[str] = (),
+                           temperature: float = 0.0) -> Request:
+        """The transformers reader's completion (same token ids), re-pinned to this engine."""
+        request = self._chat.prepare_completion(text, prompt_version, max_new_tokens, stop, temperature)
+        return dataclasses.replace(request, pin=self.pin, generation={
+            "max_new_tokens": int(max_new_tokens), "temperature": 0.0, "top_k": 1, "stop": list(stop)})
+
     def generate(self, request: Request) -> Prediction:
-        """Greedy decoding of exactly request.input_ids, stopping after an EOS token or at
-        max_new_tokens (the EOS, like transformers', is counted but not decoded)."""
+        """Greedy decoding of exactly request.input_ids, stopping after an EOS token, a
+        completion's stop string, or at max_new_tokens (the EOS, like transformers', is
+        counted but not decoded)."""
         if request.input_ids is None:
             raise ValueError(f"request {request.id} has no input ids; prepare it with this reader")
         if request.reader != self.name or request.pin != self.pin:
             raise ValueError(f"request {request.id} was prepared for {request.reader} {request.pin}, "
                              f"not {self.name} {self.pin}")
-        new = self.generate_ids(request.input_ids, int(request.generation["max_new_tokens"]))
+        new = self.generate_ids(request.input_ids, int(request.generation["max_new_tokens"]), request.stop)
+        raw, finish_reason = answer_text(self.tokenizer, request, new, tuple(self.eos_token_ids))
         return Prediction(
             request_id=request.id,
-            raw=strip_think(self.tokenizer.decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)),
-            finish_reason="stop" if new and new[-1] in self.eos_token_ids else "length",
+            raw=raw,
+            finish_reason=finish_reason,
             usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
             model=self.model_id, runtime=self.runtime,
         )
 
-    def generate_ids(self, ids: tuple[int, ...], max_new_tokens: int) -> list[int]:
-        """The new token ids for `ids`. Without prefix_cache the context is reset first, so
-        every request starts cold."""
+    def generate_ids(self, ids: tuple[int, ...], max_new_tokens: int, stop: Sequence[str] = ()) -> list[int]:
+        """The new token ids for `ids`, up to the first EOS, the token completing a stop
+        string, or max_new_tokens. Without prefix_cache the context is reset first, so every
+        request starts cold."""
         llm = self.llama(len(ids) + max_new_tokens)
         self.prefill_tokens_total += len(ids)
         if self.prefix_cache:  # what llama.cpp's prefix match will keep (at least one token is recomputed)
@@ -159,6 +169,8 @@ class LlamaCppReader:
                                   reset=True):
             new.append(int(token))
             if token in self.eos_token_ids or len(new) >= max_new_tokens:
+                break
+            if stop and cut_at_stop(self.tokenizer.decode(new, skip_special_tokens=True), stop)[1]:
                 break
         return new
 

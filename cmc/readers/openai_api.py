@@ -36,12 +36,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Sequence
 
 import httpx
 
 from cmc.prompt import Prompt
-from cmc.readers.base import Prediction, Request, strip_think
+from cmc.readers.base import Prediction, Request, cut_at_stop, strip_think
 from cmc.secrets import scrub
 
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
@@ -141,6 +141,14 @@ class OpenAIReader:
         return Request(self.name, self.pin, prompt.version,
                        tuple(prompt.messages(evidence, question)), self.generation, None)
 
+    def prepare_completion(self, text: str, prompt_version: str, max_new_tokens: int, stop: Sequence[str] = (),
+                           temperature: float = 0.0) -> Request:
+        """A /completions request. Stop strings are not sent but cut here (`cut_at_stop`): a
+        server drops the stop it matched, and the released methods' parsers read it."""
+        return Request(self.name, self.pin, prompt_version, (), {
+            "max_tokens": int(max_new_tokens), "temperature": float(temperature), "stop": list(stop)},
+            None, completion=text)
+
     def payload(self, request: Request) -> bytes:
         """The exact bytes POSTed for a request; every retry sends these same bytes.
         `extra_body` is merged at the top level, as the OpenAI SDK does."""
@@ -148,11 +156,12 @@ class OpenAIReader:
         body: dict[str, Any] = {
             **_plain(request.pin.get("extra_body") or {}),
             "model": request.pin.get("model", self.model),
-            "messages": [dict(m) for m in request.messages],
             "max_tokens": gen.get("max_tokens", self.max_new_tokens),
             "temperature": gen.get("temperature", self.temperature),
             "stream": False,
         }
+        body.update({"messages": [dict(m) for m in request.messages]} if request.completion is None
+                    else {"prompt": request.completion})
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     # -- transport ------------------------------------------------------------------------
@@ -193,12 +202,12 @@ class OpenAIReader:
         base = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
         return base * random.uniform(0.75, 1.0)  # jitter so concurrent workers spread out
 
-    def _attempt(self, body: bytes) -> Prediction:
+    def _attempt(self, body: bytes, completion: bool = False) -> Prediction:
         """One POST. Returns a finished prediction (request_id filled in by the caller),
         or raises _Retryable / _Terminal."""
+        route = "completions" if completion else "chat/completions"
         try:
-            response = self.client.post(f"{self._connect_url}/chat/completions",
-                                        content=body, headers=self._headers())
+            response = self.client.post(f"{self._connect_url}/{route}", content=body, headers=self._headers())
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
                 httpx.ProxyError, httpx.DecodingError) as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
@@ -219,22 +228,23 @@ class OpenAIReader:
 
         try:
             choice = data["choices"][0]
-            message = choice["message"]
-            content = message.get("content")
+            content = choice["text"] if completion else choice["message"].get("content")
             if content is not None and not isinstance(content, str):
                 raise TypeError(f"content is {type(content).__name__}")
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             snippet = json.dumps(data)[:300] if isinstance(data, (dict, list)) else repr(data)[:300]
-            raise _Terminal(f"HTTP 200 without choices[0].message ({exc!r}): {snippet}") from exc
+            field = "text" if completion else "message"
+            raise _Terminal(f"HTTP 200 without choices[0].{field} ({exc!r}): {snippet}") from exc
         usage = data.get("usage") if isinstance(data, dict) else None
         usage = {k: v for k, v in (usage or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
         model = data.get("model")
         # null content (e.g. all tokens spent on hidden reasoning) is an empty answer: content
-        return Prediction("", strip_think(content or ""), choice.get("finish_reason"), usage,
-                          str(model) if model is not None else None, None)
+        return Prediction("", (content or "") if completion else strip_think(content or ""), choice.get("finish_reason"),
+                          usage, str(model) if model is not None else None, None)
 
     def generate(self, request: Request) -> Prediction:
-        """Run one request; transport faults are retried, answers never are. Never raises."""
+        """Run one request; transport faults are retried, answers never are. Never raises.
+        A completion's text is cut after its first stop string."""
         try:
             body = self.payload(request)
         except Exception as exc:  # unserialisable request: nothing was sent
@@ -242,7 +252,7 @@ class OpenAIReader:
         errors: list[str] = []
         for attempt in range(self.max_retries + 1):
             try:
-                got = self._attempt(body)
+                got = self._attempt(body, request.completion is not None)
             except _Retryable as exc:
                 errors.append(str(exc))
                 if attempt < self.max_retries:
@@ -256,7 +266,8 @@ class OpenAIReader:
                 return _failed(request, f"non-retryable{tried}: {exc}")
             except Exception as exc:  # a bug here must not kill a whole run's denominator
                 return _failed(request, f"reader error: {type(exc).__name__}: {exc}")
-            return Prediction(request.id, got.raw, got.finish_reason, got.usage, got.model, None)
+            raw, stopped = cut_at_stop(got.raw or "", request.stop)
+            return Prediction(request.id, raw, "stop" if stopped else got.finish_reason, got.usage, got.model, None)
         raise AssertionError("unreachable")
 
     def counters(self) -> dict[str, int]:

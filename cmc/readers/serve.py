@@ -4,8 +4,9 @@ tested end to end (and a local model can be shared by several processes).
     python -m cmc.readers.serve --model-dir DIR --port 8000
     python -m cmc.readers.serve --reader qwen25_coder_05b --port 8000
 
-Endpoints: POST /v1/chat/completions (greedy only; temperature must be 0 or absent) and
-GET /v1/models. The `model` field of a request is not checked (as llama.cpp does); the
+Endpoints: POST /v1/chat/completions and POST /v1/completions (raw text, no chat
+template; greedy only: temperature must be 0 or absent; no stop strings, the client cuts)
+and GET /v1/models. The `model` field of a request is not checked (as llama.cpp does); the
 response always names the served model, which is what the reader records. Thinking follows
 the reader's config (off by default); a request's `chat_template_kwargs` override it.
 
@@ -41,6 +42,9 @@ class ChatBackend(Protocol):
                  chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
         """Greedy chat completion of `messages`, at most `max_tokens` new tokens."""
 
+    def complete_text(self, prompt: str, max_tokens: int) -> Completion:
+        """Greedy raw-text continuation of `prompt`, at most `max_tokens` new tokens."""
+
 
 class ReaderBackend:
     """Serves a local reader (`cmc.readers.hf.HFReader` or anything with its public API:
@@ -69,10 +73,16 @@ class ReaderBackend:
         ids = self.encode(messages, chat_template_kwargs)
         request = Request(self.reader.name, self.reader.pin, "served", tuple(messages),
                           {"max_new_tokens": max_tokens, "do_sample": False}, tuple(ids))
+        return self._answer(request)
+
+    def complete_text(self, prompt: str, max_tokens: int) -> Completion:
+        return self._answer(self.reader.prepare_completion(prompt, "served", max_tokens))
+
+    def _answer(self, request: Any) -> Completion:
         pred = self.reader.generate(request)
         if pred.error is not None or pred.raw is None:
             raise RuntimeError(pred.error or "reader returned no answer")
-        return Completion(pred.raw, pred.finish_reason or "stop", pred.usage.get("prompt_tokens", len(ids)),
+        return Completion(pred.raw, pred.finish_reason or "stop", pred.usage.get("prompt_tokens", len(request.input_ids)),
                           pred.usage.get("completion_tokens", 0))
 
 
@@ -148,12 +158,16 @@ class OpenAIServer:
         request was dealt with (a subclass's test fault). The shipped server answers all."""
         return False
 
-    def _complete(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        messages = request.get("messages")
-        if not isinstance(messages, list) or not messages or not all(
+    def _complete(self, request: dict[str, Any], raw_text: bool = False) -> tuple[int, dict[str, Any]]:
+        messages, prompt = request.get("messages"), request.get("prompt")
+        if raw_text and not isinstance(prompt, str):
+            return 400, _error("`prompt` must be a string")
+        if not raw_text and (not isinstance(messages, list) or not messages or not all(
                 isinstance(m, dict) and isinstance(m.get("content"), str) and isinstance(m.get("role"), str)
-                for m in messages):
+                for m in messages)):
             return 400, _error("`messages` must be a non-empty list of {role, content} strings")
+        if raw_text and request.get("stop"):
+            return 400, _error("stop strings are not supported (the client cuts the text)")
         temperature = request.get("temperature") or 0
         if not isinstance(temperature, (int, float)) or temperature != 0:
             return 400, _error("this server is greedy only: temperature must be 0")
@@ -164,15 +178,19 @@ class OpenAIServer:
             return 400, _error("streaming is not supported")
         kwargs = request.get("chat_template_kwargs")
         with self._generate_lock:
-            done = self.backend.complete([{"role": m["role"], "content": m["content"]} for m in messages],
-                                         max_tokens, kwargs if isinstance(kwargs, dict) else None)
+            if raw_text:
+                done = self.backend.complete_text(prompt, max_tokens)
+            else:
+                done = self.backend.complete([{"role": m["role"], "content": m["content"]} for m in messages],
+                                             max_tokens, kwargs if isinstance(kwargs, dict) else None)
+        choice = {"index": 0, "text": done.text} if raw_text else {
+            "index": 0, "message": {"role": "assistant", "content": done.text}}
         return 200, {
             "id": "chatcmpl-" + hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:24],
-            "object": "chat.completion",
+            "object": "text_completion" if raw_text else "chat.completion",
             "created": int(time.time()),
             "model": self.backend.model_id,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": done.text},
-                         "finish_reason": done.finish_reason}],
+            "choices": [{**choice, "finish_reason": done.finish_reason}],
             "usage": {"prompt_tokens": done.prompt_tokens, "completion_tokens": done.completion_tokens,
                       "total_tokens": done.prompt_tokens + done.completion_tokens},
         }
@@ -210,7 +228,8 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            route = self.path.rstrip("/")
+            if route not in ("/v1/chat/completions", "/chat/completions", "/v1/completions", "/completions"):
                 self.send_json(404, _error(f"no route {self.path}", "not_found"))
                 return
             if server.intercept(self, body):
@@ -223,7 +242,7 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.send_json(400, _error(f"invalid JSON body: {exc}"))
                 return
             try:
-                status_code, payload = server._complete(request)
+                status_code, payload = server._complete(request, raw_text=not route.endswith("chat/completions"))
             except Exception as exc:  # a backend failure is a server error, as in real servers
                 self.send_json(500, _error(f"{type(exc).__name__}: {exc}", "server_error"))
                 return
