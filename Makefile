@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -88,7 +88,12 @@ table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K pop
 	$(PY) scripts/make_report.py
 
 tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT.md: make tables EXP=table1 [QUICK=1] [READER=...]
-	$(PY) scripts/make_tables.py $(EXP) --population $(POPULATION) $(if $(filter command line,$(origin READER)),--reader $(READER))
+	$(PY) scripts/make_tables.py $(EXP) $(if $(QUICK),--population quick) $(if $(filter command line,$(origin READER)),--reader $(READER))
+	$(PY) scripts/make_report.py
+
+ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)
+	$(PY) run.py -m experiment=ports
+	$(PY) scripts/make_tables.py ports
 	$(PY) scripts/make_report.py
 
 view: $(READERS) ## HTML report of a sealed bundle (two: side by side): make view BUNDLE=path [BUNDLE2=path] [OUT=dir]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_che
 
 from cmc.evidence import Evidence
 from cmc.io import canonical_json, sha256_text
+from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Reader, Request
 from cmc.render import render
 
@@ -51,7 +52,15 @@ class Caller:
     def complete(self, step: str, text: str, max_new_tokens: int, stop: Sequence[str] = (),
                  temperature: float = 0.0) -> str:
         """A raw-text completion: the continuation, cut after its first stop string."""
-        request = self.reader.prepare_completion(text, self.prompt_version, max_new_tokens, stop, temperature)
+        return self._call(step, self.reader.prepare_completion(text, self.prompt_version, max_new_tokens, stop,
+                                                               temperature))
+
+    def chat(self, step: str, prompt: Prompt, evidence: str, question: str) -> str:
+        """A chat call in a reader prompt's shape (an arm's one call is this), greedy, at the
+        reader's own caps; the answer as the reader returns it."""
+        return self._call(step, self.reader.prepare(prompt, evidence, question))
+
+    def _call(self, step: str, request: Request) -> str:
         prediction = self._answer(request)
         self.calls.append(Call(step, request, prediction))
         if prediction.error is not None or prediction.raw is None:

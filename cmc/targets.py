@@ -8,10 +8,14 @@ through `instantiate_known`, which walks the whole node first and refuses any `_
 outside this allow-list before anything is imported or loaded.
 
 Adding a class to the project's configs means adding its dotted path here (a test checks
-that every `_target_` under conf/ is listed and that every listed path is a class).
+that every `_target_` under conf/ is listed and that every listed path is a class). Your
+own classes (an arm or method of yours, docs/own_method.md) are allowed on your machine by
+naming them in $CMC_EXTRA_TARGETS (comma-separated dotted paths): the environment is the
+user's to trust, and a bundle cannot add to it.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -35,6 +39,15 @@ KNOWN_TARGETS = frozenset({
 })
 
 
+EXTRA_TARGETS_ENV = "CMC_EXTRA_TARGETS"
+
+
+def known_targets() -> frozenset[str]:
+    """The project's classes and those the user named in $CMC_EXTRA_TARGETS."""
+    extra = os.environ.get(EXTRA_TARGETS_ENV, "")
+    return KNOWN_TARGETS | {target.strip() for target in extra.split(",") if target.strip()}
+
+
 class UnknownTargetError(DataError):
     """A config names a class outside the allow-list; nothing was imported."""
 
@@ -43,14 +56,16 @@ def check_targets(node: Any, where: str) -> None:
     """Raise UnknownTargetError naming the first `_target_` (by its dotted key) that is not
     one of this project's classes. `where` names the file or config the node came from."""
     container = OmegaConf.to_container(node, resolve=False) if isinstance(node, (DictConfig, ListConfig)) else node
+    allowed = known_targets()
     for key, item in config_nodes(container):
         if not isinstance(item, dict) or "_target_" not in item:
             continue
         target = item["_target_"]
-        if not isinstance(target, str) or target not in KNOWN_TARGETS:
+        if not isinstance(target, str) or target not in allowed:
             raise UnknownTargetError(
                 f"{where}: {key or '<root>'}._target_ = {target!r} is not one of this project's classes; "
-                f"refusing to instantiate it (configs from bundles are data, never code)")
+                f"refusing to instantiate it (configs from bundles are data, never code; a class of your own "
+                f"is allowed by naming it in ${EXTRA_TARGETS_ENV})")
 
 
 def config_nodes(node: Any, key: str = "") -> Iterator[tuple[str, Any]]:

@@ -26,7 +26,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from cmc.errors import DataError
-from cmc.targets import KNOWN_TARGETS, config_nodes
+from cmc.targets import KNOWN_TARGETS, config_nodes, known_targets
 
 _PLAIN = (int, float, str, bool)
 
@@ -76,7 +76,7 @@ def _parameters(cls: type) -> tuple[list[tuple[inspect.Parameter, Any]], bool]:
 @lru_cache(maxsize=None)
 def schema_for(target: str) -> tuple[type, bool]:
     """The dataclass for a listed class, and whether the class takes extra keyword arguments."""
-    if target not in KNOWN_TARGETS:
+    if target not in known_targets():
         raise DataError(f"{target}: not one of this project's classes")
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
@@ -108,8 +108,9 @@ def check_config(cfg: DictConfig, where: str = "config") -> None:
     wrong type and choices outside a Literal fail here with the dotted key named."""
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=False) if OmegaConf.is_config(
         cfg[key]) else cfg[key] for key in cfg if key != "hydra"}  # Hydra's own node is its business
+    allowed = known_targets()
     for key, node in config_nodes(tree):
-        if isinstance(node, dict) and node.get("_target_") in KNOWN_TARGETS:
+        if isinstance(node, dict) and node.get("_target_") in allowed:
             _check_node(key, node, where)
 
 

@@ -29,6 +29,7 @@ from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
 from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.coverage import coverage_table  # noqa: E402
+from scoring.methods import cost_table, outcome_table  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
 from scoring.paired import interaction_contrast  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
@@ -88,7 +89,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--bundles", default="results/bundles")
     parser.add_argument("--out", default="results")
     parser.add_argument("--n-boot", type=int, default=10_000)
-    parser.add_argument("--population", default="all", help="use only bundles of this population")
+    parser.add_argument("--population", help="use only bundles of this population (default: the experiment's)")
     for key in ("reader", "frontend", "dataset"):
         parser.add_argument(f"--{key}", help=f"use only bundles of this {key} (default: the experiment's)")
     return parser.parse_args()
@@ -97,7 +98,7 @@ def parse_args() -> argparse.Namespace:
 def select_slice(args: argparse.Namespace) -> Slice:
     """The experiment's sealed bundles of the asked slice; exits naming what was found if none."""
     cfg = compose(f"experiment={args.experiment}", *([f"dataset={args.dataset}"] if args.dataset else []))
-    defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": "all",
+    defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": cfg.population.name,
                 "reader": cfg.reader.name}
     wanted = {key: getattr(args, key) or default for key, default in defaults.items()}
     folder = Path(args.bundles) / args.experiment
@@ -220,6 +221,9 @@ def main() -> None:
     out.write(selection_vs_reader(items, views), "_selection",
               "gold string in the evidence, and answers right with and without it")
     write_key_change(out, items, by_arm)
+    if items["calls"].max() > 1:  # a multi-call method among the views
+        out.write(cost_table(items, views), "_cost", "reader calls and tokens per question")
+        out.write(outcome_table(items, by_arm), "_outcomes", "where each method's traces end, and how often right")
     write_figures(scored, Path(args.out) / "figures", stem)
     print(provenance)
     print(main_table.to_markdown(index=False))
