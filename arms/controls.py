@@ -5,7 +5,8 @@
 - stale closure: CMC's keys exactly, each with its previous differing value where one
   exists (version choice within fixed keys);
 - disjoint random: current keys outside CMC's, same cardinality, token count matched as
-  closely as a seeded swap search gets it (negative control);
+  closely as a seeded swap search gets it (negative control), counted with the reader's
+  own tokenizer when the reader has one (whitespace tokens otherwise);
 - no context: the reader sees no evidence at all.
 """
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import bisect
 import random
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterable, Sequence
 
 from arms.base import RenderingArm, edge_trace
 from arms.cmc import CMCArm, GraphRead
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Memory
+from cmc.io import canonical_json
+from cmc.readers.models import ModelSource
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS
 from cmc.traverse import traverse
@@ -55,6 +59,29 @@ def record_tokens(memory: Memory, pos: int) -> int:
     return len(memory.history.record(pos).line().split())
 
 
+class ReaderTokens:
+    """Sizes of rendered records ('N. text' and its newline) in a reader's own tokens: the
+    paper matches the control's token count as the reader counts it. Records do not merge
+    across the newline in byte-level BPE, so per-record counts add up to the evidence's."""
+
+    def __init__(self, model: ModelSource) -> None:
+        self.source = model
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.source.resolve())
+
+    @property
+    def name(self) -> str:
+        return canonical_json(self.source.pin)
+
+    def sizes(self, memory: Memory, positions: Sequence[int]) -> tuple[int, ...]:
+        lines = [memory.history.record(pos).line() + "\n" for pos in positions]
+        return tuple(len(ids) for ids in self.tokenizer(lines, add_special_tokens=False)["input_ids"]) if lines else ()
+
+
 @dataclass(frozen=True)
 class KeySizes:
     """Current edges in key order with their token sizes, sorted once per memory."""
@@ -65,14 +92,18 @@ class KeySizes:
     by_size: tuple[tuple[int, int], ...]  # (size, edge index), ascending
 
 
-def build_key_sizes(memory: Memory) -> KeySizes:
+def build_key_sizes(memory: Memory, counter: ReaderTokens | None = None) -> KeySizes:
     edges = tuple(memory.current.edges.values())
-    sizes = tuple(record_tokens(memory, e.pos) for e in edges)
+    if counter is None:
+        sizes = tuple(record_tokens(memory, e.pos) for e in edges)
+    else:
+        sizes = counter.sizes(memory, [e.pos for e in edges])
     return KeySizes(edges, {e.key: i for i, e in enumerate(edges)}, sizes, tuple(sorted((s, i) for i, s in enumerate(sizes))))
 
 
 class DisjointRandom(RenderingArm):
-    """Current keys CMC did not select, as many as CMC selected, near CMC's token count."""
+    """Current keys CMC did not select, as many as CMC selected, near CMC's token count
+    (the reader's tokens when `tokenizer` names its model, else whitespace tokens)."""
 
     def __init__(
         self,
@@ -80,13 +111,17 @@ class DisjointRandom(RenderingArm):
         seed: int = 20260907,
         name: str = "disjoint_random",
         budget_chars: int | None = DEFAULT_BUDGET_CHARS,
+        tokenizer: ModelSource | None = None,
     ) -> None:
         super().__init__(name, budget_chars)
         self.reference = reference
         self.seed = seed
+        self.counter = ReaderTokens(tokenizer) if tokenizer is not None else None
 
     def select(self, question: Question, memory: Memory) -> Evidence:
-        keys = memory.derived("key_sizes", build_key_sizes)
+        counter = self.counter
+        name = "key_sizes" if counter is None else f"key_sizes:{counter.name}"
+        keys = memory.derived(name, lambda m: build_key_sizes(m, counter))
         anchors = memory.anchors.anchors(question.text)
         taken = {keys.index[e.key] for e, _ in self.reference.closure(anchors, memory)}
         pool = [i for i in range(len(keys.edges)) if i not in taken]

@@ -18,11 +18,13 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from cmc.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage")
+SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage", "cost", "outcomes")
+EXPERIMENTS = ("table", "ports")  # main tables' name prefixes (table1, table5, ..., ports)
 # Generated files included whole, after the experiments: (title, path under results/).
 DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
+               ("Disjoint random token matching (scripts/token_match.py)", "tables/disjoint_token_match.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
                ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
 
@@ -48,9 +50,9 @@ def _paper(reference_dir: Path, experiment: str) -> dict[str, Any] | None:
 
 
 def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any]]:
-    """One section per main table found (table1, table1_quick, ...), in name order."""
+    """One section per main table found (table1, table1_quick, ports, ...), in name order."""
     sections = []
-    for csv in sorted(tables.glob("table*.csv")):
+    for csv in sorted(p for prefix in EXPERIMENTS for p in tables.glob(f"{prefix}*.csv")):
         stem = csv.stem
         experiment, _, variant = stem.partition("_")
         if variant not in ("", "quick"):

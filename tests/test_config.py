@@ -52,7 +52,7 @@ def _evidence_run(tmp_path: Path, arm: str) -> bytes:
     out = tmp_path / "results"
     subprocess.run(
         [sys.executable, "run.py", "stage=evidence", f"arm={arm}", f"paths.results_dir={out}",
-         f"hydra.run.dir={tmp_path / 'hydra'}"],
+         f"hydra.run.dir={tmp_path / 'hydra'}", "reader=qwen25_coder_05b"],  # the suite's offline tokenizer
         cwd=ROOT, check=True, capture_output=True,
     )
     return (out / "evidence" / "factconsolidation" / "grammar" / f"{arm}.jsonl").read_bytes()
