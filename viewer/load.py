@@ -39,12 +39,13 @@ class ViewedBundle:
     manifest: dict[str, Any]
     predictions: list[dict[str, Any]]
     evidence: dict[str, dict[str, Any]]
-    requests: dict[str, dict[str, Any]]
+    requests: dict[str, dict[str, Any]]  # by question (a method's: its last call's row)
     dataset: Dataset
     seal: str | None
     problem: str | None  # why labels are not shown (seal or vault refusal), else None
     labels: Mapping[str, tuple[str, ...]] | None
     frontend_node: dict[str, Any] | None = None
+    request_rows: list[dict[str, Any]] = field(default_factory=list)  # every call's, in order
     _memories: dict[str, Memory] = field(default_factory=dict, repr=False)
     _by_id: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -123,7 +124,8 @@ def load_bundle(path: Path, manifest: dict[str, Any], adapter: Any, dataset: Dat
     frontend_node = resolve_data_node(frontend, data_dir, f"{path / 'manifest.json'}: config.frontend") \
         if isinstance(frontend, dict) else None
     return ViewedBundle(path.name, path, manifest, rows["predictions.jsonl"], by_id["evidence.jsonl"],
-                        by_id["requests.jsonl"], dataset, seal, problem, labels, frontend_node)
+                        by_id["requests.jsonl"], dataset, seal, problem, labels, frontend_node,
+                        rows["requests.jsonl"])
 
 
 def check_row(row: Any, fields: Mapping[str, tuple[type, ...]], where: str) -> None:

@@ -27,6 +27,10 @@ def panel(bundle: ViewedBundle, question: Question, reference: Mapping[str, Any]
     prediction = bundle.prediction(qid)
     golds = bundle.labels[qid] if bundle.labels is not None else None
     raw = prediction["raw"]
+    calls = method_calls(bundle, packet, golds)
+    if calls is not None:  # a multi-call method: its answer is its trace's, its input all its calls'
+        raw = packet["answer"]
+        request = {**request, "input_tokens": sum(c["input_tokens"] or 0 for c in calls)}
     history = bundle.dataset.histories[question.history_id]
     out: dict[str, Any] = {
         "bundle": bundle.name, "arm": bundle.arm, "reader": bundle.reader,
@@ -34,9 +38,10 @@ def panel(bundle: ViewedBundle, question: Question, reference: Mapping[str, Any]
         "chars": packet["chars"], "truncated": packet["truncated"], "dropped": packet["trace"].get("dropped", 0),
         "input_tokens": request["input_tokens"], "token_cut": request["evidence_truncated_tokens"],
         "raw": segments(raw, golds) if raw is not None else None, "error": prediction.get("error"),
-        "finish": prediction.get("finish_reason"),
+        "finish": prediction.get("finish_reason") if calls is None else "the method's answer, from its trace",
         "parsed": segments(parse_answer(raw), golds) if raw is not None else None,
-        "golds": list(golds) if golds is not None else None,
+        "golds": list(golds) if golds is not None else None, "calls": calls,
+        "method_trace": packet["trace"] if calls is not None else None,
         **records(history, packet, golds), **traversal(bundle, question, packet),
     }
     if golds is not None:
@@ -50,6 +55,16 @@ def panel(bundle: ViewedBundle, question: Question, reference: Mapping[str, Any]
             at = {pos: rank for rank, pos in enumerate(ranked, start=1)}
             out["reference_ranks"] = [(pos, at.get(pos)) for pos in selected_records(reference)]
     return out
+
+
+def method_calls(bundle: ViewedBundle, packet: Mapping[str, Any], golds: Any) -> list[dict[str, Any]] | None:
+    """A method's calls in order (step, output, tokens); None for an arm's one call."""
+    if "calls" not in packet:
+        return None
+    outputs = {row["request_id"]: row for row in bundle.predictions}
+    requests = {row["request_id"]: row for row in bundle.request_rows}
+    return [{"step": call["step"], "raw": segments(outputs[call["request_id"]]["raw"] or "", golds),
+             "input_tokens": requests[call["request_id"]]["input_tokens"]} for call in packet["calls"]]
 
 
 def records(history: Any, packet: Mapping[str, Any], golds: Any) -> dict[str, Any]:
