@@ -27,9 +27,15 @@ def cost_table(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def trace_steps(trace: dict) -> list[dict]:
+    """A trace's steps: G-Walk's `steps` (hops), MeLLo's `rounds`, or another method's `steps`."""
+    return list(trace.get("steps") or trace.get("rounds") or [])
+
+
 def outcome_table(items: pd.DataFrame, bundles: Mapping[str, Path]) -> pd.DataFrame:
     """Per method view, hop and trace outcome (final answer, failed parse, walked, ...):
-    questions, and how many were answered right, so a method's failures can be placed."""
+    questions, how many were answered right or not at all, and the steps taken (hops or
+    rounds) and how many of them read a bank fact, so a method's failures can be placed."""
     rows = []
     for view, bundle in bundles.items():
         traces = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
@@ -38,7 +44,13 @@ def outcome_table(items: pd.DataFrame, bundles: Mapping[str, Path]) -> pd.DataFr
         part = items[items["arm"] == view].copy()
         part["outcome"] = [traces[q]["trace"].get("outcome", "") for q in part["question_id"]]
         part["no_answer"] = [traces[q]["answer"] is None for q in part["question_id"]]
+        steps = {q: trace_steps(traces[q]["trace"]) for q in part["question_id"]}
+        part["steps"] = [len(steps[q]) for q in part["question_id"]]
+        part["fact_steps"] = [sum(s.get("fact_pos") is not None for s in steps[q]) for q in part["question_id"]]
         for (hop, outcome), group in part.groupby(["hop", "outcome"], sort=True):
             rows.append({"view": view, "hop": hop, "outcome": outcome, "n": len(group),
-                         "correct": int(group["substring_em"].sum()), "no answer": int(group["no_answer"].sum())})
+                         "correct": int(group["substring_em"].sum()), "no answer": int(group["no_answer"].sum()),
+                         "steps/q": round(float(group["steps"].mean()), 2),
+                         "steps reading a bank fact": int(group["fact_steps"].sum()),
+                         "steps": int(group["steps"].sum())})
     return pd.DataFrame(rows)
