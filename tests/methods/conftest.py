@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from cmc.bundle import read_bundle_jsonl
+from cmc.io import read_jsonl
 from cmc.methods import Call, Caller, Method, MethodAnswer
 from cmc.readers.openai_api import OpenAIReader
 from cmc.targets import instantiate_known
@@ -99,3 +101,23 @@ def scores_path(results: Path, arm: str, reader: str) -> Path:
 
 def bundle_files(bundle: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(bundle.iterdir())}
+
+
+def scored(scores: Path) -> list[bool]:
+    """Each question's substring_em, in the run's question order."""
+    return [row["substring_em"] for row in read_jsonl(scores / "items.jsonl")]
+
+
+def check_method_bundle(bundle, method: str, first_steps: list[str]) -> None:
+    """One evidence row per question, its calls starting with `first_steps`; one request and
+    prediction row per call."""
+    evidence = read_bundle_jsonl(bundle, "evidence.jsonl")
+    requests = read_bundle_jsonl(bundle, "requests.jsonl")
+    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
+    assert [row["question_id"] for row in evidence] == QIDS and all(row["arm"] == method for row in evidence)
+    calls = [(row["question_id"], call) for row in evidence for call in row["calls"]]
+    assert all([c["step"] for c in row["calls"][:len(first_steps)]] == first_steps for row in evidence)
+    assert [(r["question_id"], {"step": r["step"], "request_id": r["request_id"]}) for r in requests] == calls
+    assert [p["request_id"] for p in predictions] == [r["request_id"] for r in requests]
+    assert all(r["completion"] and r["input_tokens"] > 0 for r in requests)
+    assert all(p["error"] is None and isinstance(p["raw"], str) for p in predictions)
