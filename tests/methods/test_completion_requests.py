@@ -81,7 +81,8 @@ def uncapped(hf: HFReader):
     return prediction
 
 
-STOPS = [["oh"], ["n S"], [" "], ["Smith", "oh"], ["J"], ["zz"]]  # inside a token, across tokens, none found
+STOPS = [["oh"], ["n S"], [" "], ["Smith", "oh"], ["J"], ["zz"],  # inside a token, across tokens, none found
+         ["?J"], ["e?John"]]  # begun in the prompt (TEXT ends "?"): not in the continuation, so no stop
 
 
 @pytest.mark.parametrize("stops", STOPS, ids=repr)
