@@ -16,7 +16,7 @@ from typing import Any, Literal, Sequence
 import torch
 import transformers
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
-                          PreTrainedTokenizerBase)
+                          PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList)
 
 from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
@@ -45,6 +45,20 @@ def answer_text(tokenizer: PreTrainedTokenizerBase, request: Request, new: Seque
         return strip_think(text), "stop" if eos else "length"
     text, stopped = cut_at_stop(text, request.stop)
     return text, "stop" if stopped or eos else "length"
+
+
+class StopInContinuation(StoppingCriteria):
+    """Stop once the decoded new tokens hold a stop string (`cut_at_stop`, as llama.cpp's
+    loop checks). transformers' own `stop_strings` also match a stop string that begins in
+    the prompt, which stopped a continuation the cut then found no stop string in."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, start: int, stops: Sequence[str]) -> None:
+        self.tokenizer, self.start, self.stops = tokenizer, start, list(stops)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        text = self.tokenizer.decode(input_ids[0, self.start:], skip_special_tokens=True,
+                                     clean_up_tokenization_spaces=False)
+        return torch.full((input_ids.shape[0],), cut_at_stop(text, self.stops)[1], device=input_ids.device)
 
 
 class HFReader:
@@ -241,8 +255,8 @@ class HFReader:
             cache, reused = self._cached_prefix(ids)
             self.prefill_tokens_saved += reused
         generation = dict(generation)
-        if stop := generation.pop("stop", None):  # a completion's stop strings, matched across token boundaries
-            generation.update(stop_strings=list(stop), tokenizer=self.tokenizer)
+        if stop := generation.pop("stop", None):  # a completion's stop strings, in the continuation only
+            generation["stopping_criteria"] = StoppingCriteriaList([StopInContinuation(self.tokenizer, len(ids), stop)])
         out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
 

@@ -1,0 +1,98 @@
+"""Replaying a sealed method bundle re-executes the method over the bundle's own answers
+(paper D.4). An honest bundle replays clean; one edited and sealed again (the seal proves
+integrity, not authorship) fails with the mismatch that names what changed."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from cmc.bundle import read_bundle_jsonl, read_manifest, write_bundle
+from harness.replay import replay
+from harness.stages import run
+from tests.conftest import compose_config
+from tests.methods.conftest import QIDS, bundle_path, run_overrides, scored, scores_path, scripted_reader
+from tests.methods.scripted import ScriptedBackend
+from tests.readers.faulty_server import FaultyServer
+
+FILES = ("evidence.jsonl", "requests.jsonl", "predictions.jsonl")
+Rows = dict[str, list[dict]]
+
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory: pytest.TempPathFactory, embeddings_dir: Path) -> tuple[Path, Path]:
+    """A MeLLo run over the two questions, the scripted model answering; (bundle, scores)."""
+    tmp = tmp_path_factory.mktemp("replay")
+    server = FaultyServer(ScriptedBackend()).start()
+    try:
+        run(compose_config(*run_overrides(tmp, "mello", scripted_reader(server), embeddings_dir)))
+    finally:
+        server.stop()
+    return bundle_path(tmp, "mello", "openai"), scores_path(tmp, "mello", "openai")
+
+
+def test_a_sealed_bundle_scores_its_answers_and_replays_clean(sealed):
+    bundle, scores = sealed
+    evidence = read_bundle_jsonl(bundle, "evidence.jsonl")
+    assert [(row["question_id"], row["answer"], len(row["calls"])) for row in evidence] == [
+        (QIDS[0], "Belgium", 4), (QIDS[1], "pesäpallo", 2)]
+    summary = json.loads((scores / "summary.json").read_text())
+    assert summary["n"] == 2 and {hop: h["correct"] for hop, h in summary["by_hop"].items()} == {"mh": 1, "sh": 1}
+    assert scored(scores) == [True, True]
+    report = replay(bundle, scores_dir=scores)
+    assert report.ok and report.checked == 2, report.mismatches
+
+
+def resealed(bundle: Path, dest: Path, edit: Callable[[Rows], None]) -> Path:
+    rows = {name: read_bundle_jsonl(bundle, name) for name in FILES}
+    edit(rows)
+    return write_bundle(dest, read_manifest(bundle), *(rows[name] for name in FILES))
+
+
+def set_answer(rows: Rows) -> None:
+    rows["evidence.jsonl"][0]["answer"] = "France"
+
+
+def set_call_id(rows: Rows) -> None:
+    rows["evidence.jsonl"][1]["calls"][0]["request_id"] = "0" * 64
+
+
+def set_request_id(rows: Rows) -> None:
+    rows["requests.jsonl"][3]["request_id"] = "0" * 64
+
+
+def set_final_line(rows: Rows) -> None:  # the fourth call of question 0 wrote its final answer
+    prediction = rows["predictions.jsonl"][3]
+    assert "Final answer: Belgium" in prediction["raw"]
+    prediction["raw"] = prediction["raw"].replace("Final answer: Belgium", "Final answer: France")
+
+
+@pytest.mark.parametrize("edit, mismatches", [
+    (set_answer, ["trace: 1 of 2 differ (first at row 0)"]),
+    (set_call_id, ["trace: 1 of 2 differ (first at row 1)"]),
+    (set_request_id, ["request id: 1 of 6 differ (first at row 3)"]),
+    # the method now answers France: its trace and its score change; its calls do not
+    (set_final_line, ["trace: 1 of 2 differ (first at row 0)", "score: 1 of 2 differ (first at row 0)"]),
+], ids=lambda x: x.__name__ if callable(x) else None)
+def test_an_edited_and_resealed_bundle_fails_replay_naming_what_changed(sealed, tmp_path, edit, mismatches):
+    bundle, scores = sealed
+    report = replay(resealed(bundle, tmp_path / bundle.name, edit), scores_dir=scores)
+    assert report.mismatches == mismatches
+
+
+def test_an_edited_answer_that_changes_the_methods_path_names_the_call_it_has_no_answer_for(sealed, tmp_path):
+    bundle, scores = sealed
+
+    def tentative(rows: Rows) -> None:  # the first call's tentative answer: the next call's text changes
+        prediction = rows["predictions.jsonl"][0]
+        assert "Charles Dickens." in prediction["raw"]
+        prediction["raw"] = prediction["raw"].replace("Charles Dickens.", "Charles Darwin.")
+
+    report = replay(resealed(bundle, tmp_path / bundle.name, tentative), scores_dir=scores)
+    (mismatch,) = report.mismatches
+    assert mismatch.startswith("calls: ") and "no stored answer for request " in mismatch
+    missing = mismatch.split("no stored answer for request ")[1][:12]
+    sealed_ids = [r["request_id"] for r in read_bundle_jsonl(bundle, "requests.jsonl")]
+    assert len(missing) == 12 and not any(i.startswith(missing) for i in sealed_ids)
