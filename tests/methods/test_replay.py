@@ -4,6 +4,7 @@ integrity, not authorship) fails with the mismatch that names what changed."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -96,3 +97,19 @@ def test_an_edited_answer_that_changes_the_methods_path_names_the_call_it_has_no
     missing = mismatch.split("no stored answer for request ")[1][:12]
     sealed_ids = [r["request_id"] for r in read_bundle_jsonl(bundle, "requests.jsonl")]
     assert len(missing) == 12 and not any(i.startswith(missing) for i in sealed_ids)
+
+
+def test_the_viewer_shows_a_methods_answer_and_calls(sealed):
+    """The question page scores the trace's answer, not the last call's text, and lists the
+    calls in order with their outputs."""
+    from tests.conftest import DATA_DIR
+    from viewer.load import load_bundles
+    from viewer.write import build_pages
+
+    bundle, _ = sealed
+    page = build_pages(load_bundles([bundle], DATA_DIR))[f"q/{QIDS[0]}.html"]
+    evidence = read_bundle_jsonl(bundle, "evidence.jsonl")[0]
+    steps = re.findall(r'<li><span class="chip">([a-z]+)</span>', page)
+    assert steps == [call["step"] for call in evidence["calls"]] == ["answer"] * 4
+    assert re.search(r'<pre class="out raw"><mark>Belgium</mark></pre>', page)  # the answer, gold marked
+    assert "the trace ended: final_answer" in page
