@@ -51,7 +51,9 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
                                     also_read=run.journals())  # shards' journals: done elsewhere
         try:
             if run.method is not None:
-                generate_method(run, run.method, service.answer)
+                done = generate_method(run, run.method, service.answer)
+                log.info("%s: %d of its %d calls sent now, the rest held (store or journal)", run.method.name,
+                         service.counters()["requests_sent"], sum(len(q.calls) for q in done))
             else:
                 service.generate(run.requests_to_generate())
         finally:
