@@ -45,8 +45,8 @@ def generation_order(requests: Iterable[Request]) -> list[Request]:
 class GenerationService:
     """Generate, cache, journal and count requests for one reader.
 
-    `journal` is the run's committable record (None for callers whose product is frozen
-    elsewhere, such as the LLM frontend's extraction file); `also_read` are journals of the
+    `journal` is the committable record of a run or of an LLM extraction (None for callers
+    with nothing to resume, such as a one-off call); `also_read` are journals of the
     same run written elsewhere (its shards'), consulted but never written. `on_finished`
     runs in the calling thread after each fresh prediction is stored (the sittings file)."""
 

@@ -29,7 +29,8 @@ KNOWN_TARGETS = frozenset({
     "arms.retrieval.DenseFacts", "arms.retrieval.FactBM25", "arms.retrieval.FactBM25Matched",
     "arms.state.RawSuffix", "arms.state.StateView",
     # frontends
-    "cmc.frontends.grammar.GrammarFrontend", "cmc.frontends.llm.LLMFrontend",
+    "cmc.frontends.grammar.GrammarFrontend", "cmc.frontends.hybrid.HybridFrontend",
+    "cmc.frontends.llm.LLMFrontend",
     # datasets and populations
     "cmc.sources.rows.RowDataset", "cmc.sources.synthetic.SyntheticDataset", "cmc.population.Population",
     # readers and where their weights come from

@@ -7,9 +7,11 @@ never sees a question or an answer.
 Extraction reads each unique statement of the dataset once (the paper's 18,336 for
 FactConsolidation), with one relation catalogue and one alignment; every occurrence in every
 history is then served from it. Every call is an ordinary reader Request, so any backend
-(local transformers, an OpenAI-compatible server) serves it and the prediction store makes
-it content-addressed: a rerun sends nothing. The finished extraction is frozen to a JSON file
-named by the frontend fingerprint and the statements' content; that file is what every arm,
+(local transformers, an OpenAI-compatible server) serves it, through the shared generation
+service (cmc/frontends/llm_calls.py): the prediction store and a committed journal make it
+content-addressed, so a rerun, here or on another machine, sends nothing already answered.
+The finished extraction is frozen to a JSON file named by the frontend fingerprint and the
+statements' content, with its cost (calls, tokens, seconds); that file is what every arm,
 and a run on another machine, reuses, because extraction is the expensive stage and must not
 drift between arms.
 A record the reader never gets right stays `unresolved`: the question's reader then sees its
@@ -22,18 +24,17 @@ import json
 import logging
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from tqdm import tqdm
 
-from cmc.cache import PredictionStore
 from cmc.errors import DataError
-from cmc.generation import GenerationService
 from cmc.extraction import Extraction, RecordExtraction, validate
+from cmc.frontends.llm_calls import ExtractorCalls
 from cmc.frontends.llm_replies import PARSER_VERSION, one_value_per_slot, parse_alignment, parse_reply
 from cmc.io import atomic_write_text, canonical_json, sha256_text
 from cmc.prompt import load_prompt
-from cmc.readers.base import Prediction, Reader, Request
+from cmc.readers.base import Reader, Request
 from cmc.records import History, Record
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class LLMFrontend:
     it, the file is found under `extractions_dir` by the fingerprint of this extractor.
     `empty_fallback` is what a read with an empty selection falls back to under this
     frontend: the original history (Algorithm 1); `read.empty_fallback` takes it from here.
+    After `prepare`, `metadata` holds what the frozen file records beside the records (the
+    alignment, the cost; an older file may lack the cost).
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
@@ -70,25 +73,32 @@ class LLMFrontend:
         self.extract_prompt, self.align_prompt = load_prompt("extract_direct"), load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
+        self.metadata: dict[str, Any] = {}
 
     @cached_property
     def frontend_id(self) -> str:
-        """Name plus a fingerprint of what decides the extraction: the ids of an example
-        extraction and alignment request (prompts, the wording built here, the extractor's
-        identity, chat template and generation parameters), batching, repair, parse rules."""
+        """Name plus a fingerprint of what decides the extraction (`decisive`)."""
+        return f"{self.name}@{sha256_text(canonical_json(self.decisive()))[:12]}"
+
+    def decisive(self) -> dict[str, Any]:
+        """What decides the extraction: the ids of an example extraction and alignment
+        request (prompts, the wording built here, the extractor's identity, chat template and
+        generation parameters), batching, repair, parse rules."""
         example = [Record(1, "The capital of Peru is Lima.")]
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
-        fingerprint = sha256_text(canonical_json({
-            "probes": [p.id for p in probes], "batch_records": self.batch_records,
-            "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION,
-        }))[:12]
-        return f"{self.name}@{fingerprint}"
+        return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
+                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION}
+
+    def work_path(self, corpus: History, suffix: str) -> Path:
+        """A file of this corpus's extraction under `extractions_dir`, named by the
+        fingerprint: `.json` the frozen extraction, `.journal.jsonl` every answered call (the
+        committed record a rerun on another machine resumes from), `.sittings.jsonl` their
+        timing."""
+        return self.extractions_dir / self.frontend_id.replace("@", "-") / f"{corpus.history_id}{suffix}"
 
     def frozen_path(self, corpus: History) -> Path:
-        if self.frozen is not None:
-            return self.frozen
-        return self.extractions_dir / self.frontend_id.replace("@", "-") / f"{corpus.history_id}.json"
+        return self.frozen if self.frozen is not None else self.work_path(corpus, ".json")
 
     def prepare(self, histories: Sequence[History]) -> None:
         """Extract every unique statement of these histories once, or load the frozen
@@ -133,57 +143,76 @@ class LLMFrontend:
         if self.frozen is None and extraction.frontend_id != self.frontend_id:
             raise DataError(f"{path}: made by {extraction.frontend_id}, not {self.frontend_id}")
         validate(extraction, corpus)
+        self.metadata = {k: v for k, v in data.items() if k not in (*extraction.to_json(), "statements")}
         log.info("%s: using the frozen extraction %s (made by %s)", self.name, path, extraction.frontend_id)
         return extraction
 
     def _extract_and_freeze(self, corpus: History) -> Extraction:
-        """Extract through the prediction store (a rerun after a failure resends only what
-        is missing), validate, and freeze with the statements and the alignment beside it.
-        If another process froze this corpus meanwhile, its file wins and is used."""
-        store = PredictionStore(self.cache_dir / "predictions.sqlite")
-        try:
-            extraction, alignment = self._extract(corpus, GenerationService(self.extractor, store, label=self.name))
-        finally:
-            store.close()
+        """Extract through the generation service (a rerun after a failure, here or on
+        another machine with the journal, resends only what is missing), validate, and
+        freeze with the statements, the metadata and the cost beside it. If another process
+        froze this corpus meanwhile, its file wins and is used."""
+        with ExtractorCalls(self.extractor, self.cache_dir / "predictions.sqlite", self.work_path(corpus, ".journal.jsonl"),
+                            self.work_path(corpus, ".sittings.jsonl"), self.name) as calls:
+            extraction, metadata = self._extract(corpus, calls)
+            metadata = {**metadata, "cost": calls.cost()}
         validate(extraction, corpus)
         path = self.frozen_path(corpus)
         if path.is_file():
             return self._load(corpus)
-        frozen = {**extraction.to_json(), "alignment": alignment, "statements": [r.text for r in corpus]}
-        atomic_write_text(path, canonical_json(frozen) + "\n")
+        cost = metadata["cost"]
+        log.info("%s: %d calls, %d input and %d output tokens, %.1f s", self.name, cost["calls"],
+                 cost["input_tokens"], cost["output_tokens"], cost["seconds"])
+        atomic_write_text(path, canonical_json({**extraction.to_json(), **metadata,
+                                                "statements": [r.text for r in corpus]}) + "\n")
+        self.metadata = metadata
         return extraction
 
-    def _extract(self, corpus: History, service: GenerationService) -> tuple[Extraction, dict[str, str]]:
+    def _extract(self, corpus: History, calls: ExtractorCalls) -> tuple[Extraction, dict[str, Any]]:
+        """Every statement in batches, in corpus order, then one alignment; the metadata
+        frozen beside the records is the alignment."""
         catalogue: dict[str, str] = {}  # relation -> the first statement that used it (alignment's example)
         records: list[RecordExtraction] = []
         given_up = 0
         starts = range(0, len(corpus), self.batch_records)
         for start in tqdm(starts, desc=f"extract {corpus.history_id}", disable=None, mininterval=2):
             batch = corpus.records[start:start + self.batch_records]
-            accepted, problems = self._ask(service, batch, catalogue, {})
-            for _ in range(self.repair_rounds):
-                # One statement per repair call, told what was wrong: short enough that a
-                # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
-                retried: dict[int, str] = {}
-                for pos, problem in sorted(problems.items()):
-                    fixed, still = self._ask(service, [corpus.record(pos)], catalogue, {pos: problem})
-                    accepted.update(fixed)
-                    retried.update(still)
-                problems = retried
+            accepted, problems = self.extract_batch(calls, batch, catalogue)
             given_up += len(problems)
-            for record in batch:
-                result = accepted.get(record.pos, RecordExtraction(record.pos, "unresolved"))
-                records.append(result)
-                for triple in result.triples:
-                    catalogue.setdefault(triple.relation, record.text)
-        alignment = self._align(service, catalogue)
+            records += [accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch]
+            learn(catalogue, batch, accepted)
+        extraction, alignment = self.finish(corpus, calls, catalogue, records)
+        log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
+        return extraction, {"alignment": alignment}
+
+    def extract_batch(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str]
+                      ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+        """One batch asked directly, then each rejected record repaired on its own: the
+        validated extractions, and what is still wrong with every record never got right."""
+        accepted, problems = self._ask(calls, batch, catalogue, {})
+        for _ in range(self.repair_rounds):
+            # One statement per repair call, told what was wrong: short enough that a
+            # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
+            retried: dict[int, str] = {}
+            for pos, problem in sorted(problems.items()):
+                record = next(r for r in batch if r.pos == pos)
+                fixed, still = self._ask(calls, [record], catalogue, {pos: problem})
+                accepted.update(fixed)
+                retried.update(still)
+            problems = retried
+        return accepted, problems
+
+    def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
+               records: Sequence[RecordExtraction]) -> tuple[Extraction, dict[str, str]]:
+        """One alignment call over the catalogue, its names applied, and one value per slot
+        (a record giving two becomes unresolved): the corpus's Extraction and the alignment."""
+        alignment = self._align(calls, catalogue)
         final = lambda relation: alignment.get(relation, relation)  # noqa: E731
         aligned = [one_value_per_slot(dataclasses.replace(r, triples=tuple(
             dataclasses.replace(t, relation=final(t.relation)) for t in r.triples))) for r in records]
         split = sum(a.status == "unresolved" and r.status == "facts" for a, r in zip(aligned, records))
-        log.info("%s: %d statements, %d relation names (%d merged by alignment), %d unresolved after repair, "
-                 "%d with two values for one slot", corpus.history_id, len(records), len(catalogue), len(alignment),
-                 given_up, split)
+        log.info("%s: %d statements, %d relation names (%d merged by alignment), %d with two values for one slot",
+                 corpus.history_id, len(records), len(catalogue), len(alignment), split)
         relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
         return Extraction(self.frontend_id, corpus.history_id, tuple(aligned), relations), alignment
 
@@ -202,30 +231,27 @@ class LLMFrontend:
     def _span(batch: Sequence[Record]) -> str:
         return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
 
-    def _ask(self, service: GenerationService, batch: Sequence[Record], catalogue: dict[str, str],
+    def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = self._answer(service, self.batch_request(batch, catalogue, problems), self._span(batch))
+        prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch))
         accepted, rejected = parse_reply(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected
 
-    def _align(self, service: GenerationService, catalogue: dict[str, str]) -> dict[str, str]:
+    def _align(self, calls: ExtractorCalls, catalogue: dict[str, str]) -> dict[str, str]:
         if len(catalogue) < 2:
             return {}
-        prediction = self._answer(service, self._align_request(catalogue), "the relation alignment")
+        prediction = calls.answer(self._align_request(catalogue), "the relation alignment")
         if prediction.finish_reason == "length":
             raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
                             f"raise frontend.extractor.max_new_tokens")
         return parse_alignment(prediction.raw or "", list(catalogue))
 
-    def _answer(self, service: GenerationService, request: Request, where: str) -> Prediction:
-        """The stored answer to this exact request, else a fresh generation (the service
-        stores it). A failed generation stops extraction: freezing around it would make the
-        failure part of every arm's memory. It is retried on the next run."""
-        if request.evidence_truncated_tokens:
-            raise DataError(f"{self.name}: {where} does not fit the extractor's input cap; lower batch_records")
-        prediction = service.answer(request)
-        if prediction.error is not None:
-            raise DataError(f"{self.name}: the extractor failed on {where}: {prediction.error}; rerun to retry")
-        return prediction
+
+def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:
+    """Add the batch's new relation names to the catalogue, each with the first statement
+    that used it (the alignment call's example)."""
+    for record in batch:
+        for triple in accepted[record.pos].triples if record.pos in accepted else ():
+            catalogue.setdefault(triple.relation, record.text)

@@ -1,14 +1,14 @@
 """The direct LLM frontend: its reply and alignment parsers on hand-written replies, and the
 whole extraction loop (unique statements, batches, repair, alignment, freezing, the
-prediction store) against a
-real OpenAI-compatible HTTP server whose extractor answers with the grammar frontend's parse
-of each record, plus scripted mistakes. The grammar parse is the reference the loop must
-reproduce: what the loop adds or loses is then exactly what the mistakes should cause."""
+prediction store, the journal, the cost) against a real OpenAI-compatible HTTP server whose
+extractor answers with the grammar frontend's parse of each record, plus scripted mistakes
+(tests/frontends/oracle.py). The grammar parse is the reference the loop must reproduce:
+what the loop adds or loses is then exactly what the mistakes should cause."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,11 +19,14 @@ from cmc.extraction import Extraction
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.llm import LLMFrontend, corpus_of
 from cmc.frontends.llm_replies import literal_span, parse_alignment, parse_reply, relation_slug
+from cmc.journal import PredictionJournal
+from cmc.readers.base import Prediction
 from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import Completion
-from tests.readers.faulty_server import FaultyServer
 from cmc.records import History, Record
+from cmc.sittings import read_sittings, total
 from tests.conftest import TEMPLATES, compose_config
+from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from tests.readers.faulty_server import FaultyServer
 
 BATCH = 8
 
@@ -111,56 +114,6 @@ def test_parse_alignment_maps_later_names_to_earlier_ones_only():
 
 # ---------------------------------------------------------------- the loop against a served extractor
 
-class GrammarOracle:
-    """A chat backend that extracts like the grammar frontend and makes scripted mistakes
-    (statements are numbered 1.. in the corpus, as the extractor sees them).
-
-    - `renamed`: statements from the second batch on name this relation `<relation>_alt`, so
-      only the alignment call can bring them back under one name.
-    - `misquoted`: the batch answer paraphrases this statement's subject (rejected); the
-      repair call, told why, gets it right.
-    - `hopeless`: this statement is never answered, in its batch or on repair.
-    - `doubled`: this statement gets a second object for its slot (its first word), which
-      passes validation but must leave it unresolved.
-    Replies come in a code fence with chatter after it, braces included.
-    """
-
-    model_id = "grammar-oracle"
-
-    def __init__(self, renamed: str, misquoted: int, hopeless: int, doubled: int) -> None:
-        self.grammar = GrammarFrontend(str(TEMPLATES))
-        self.renamed, self.misquoted, self.hopeless, self.doubled = renamed, misquoted, hopeless, doubled
-        self.align_finish = "stop"
-        self.calls: list[str] = []
-
-    def complete(self, messages, max_tokens, chat_template_kwargs=None) -> Completion:
-        system, user = messages[0]["content"], messages[-1]["content"]
-        if system.startswith("You merge relation names"):
-            self.calls.append("align")
-            names = re.findall(r"^\d+\. ([a-z0-9_]+): ", user, re.MULTILINE)
-            text = json.dumps({"same": {n: n.removesuffix("_alt") for n in names if n.endswith("_alt")}})
-            return Completion(text, self.align_finish, len(user), len(text))
-        records = [(int(pos), text) for pos, text in re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)]
-        repair = "was rejected" in user
-        self.calls.append("repair" if repair else "batch")
-        entries = []
-        for pos, text in records:
-            if pos == self.hopeless:
-                continue
-            parsed = self.grammar.parse(pos, text)
-            triples = [[t.subject, t.relation, t.object] for t in parsed.triples]
-            for triple in triples:
-                if triple[1] == self.renamed and pos > BATCH and not repair:
-                    triple[1] += "_alt"
-                if pos == self.misquoted and not repair:
-                    triple[0] = f"the famous {triple[0]}"
-            if pos == self.doubled:
-                triples.append([triples[0][0], triples[0][1], text.split()[0]])
-            entries.append({"id": pos, "status": parsed.status, "triples": triples})
-        text = "```json\n" + json.dumps({"records": entries}) + "\n```\n(all {} checked)"
-        return Completion(text, "stop", len(user), len(text))
-
-
 @pytest.fixture(scope="module")
 def history(dataset) -> History:
     """The first 3.5 batches of the real 6K history: enough for every step of the loop."""
@@ -179,7 +132,8 @@ def oracle(reference) -> GrammarOracle:
     triples = reference.triples()
     late = {t.relation for t in triples[BATCH:]}
     renamed = next(t.relation for t in triples[:BATCH] if t.relation in late)  # in the first batch and later
-    return GrammarOracle(renamed, misquoted=BATCH + 3, hopeless=2 * BATCH + 2, doubled=2 * BATCH + 5)
+    return GrammarOracle(renamed, renamed_after=BATCH, misquoted=BATCH + 3, hopeless=2 * BATCH + 2,
+                         doubled=2 * BATCH + 5)
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +143,7 @@ def server(oracle):
 
 
 def make_frontend(url: str, tmp: Path, max_new_tokens: int = 2048, **kw) -> LLMFrontend:
-    extractor = OpenAIReader(name="oracle", base_url=url, model="grammar-oracle", max_new_tokens=max_new_tokens,
-                             timeout_s=30.0, max_retries=1, backoff_s=0.01, max_backoff_s=0.05, concurrency=1)
-    return LLMFrontend(extractor, cache_dir=str(tmp / "cache"), extractions_dir=str(tmp / "extractions"),
-                       **{"batch_records": BATCH, **kw})
+    return LLMFrontend(served_extractor(url, max_new_tokens), **work_dirs(tmp), **{"batch_records": BATCH, **kw})
 
 
 def triples_of(extraction: Extraction) -> list[tuple]:
@@ -328,6 +279,70 @@ def test_the_config_composes_an_extractor_and_reads_the_history_when_nothing_is_
     assert frontend.extractor.max_new_tokens == 2048 and cfg.reader.name != "openai"  # the question reader is untouched
     assert instantiate(cfg.arm).empty_fallback == "history"
     assert compose_config().read.empty_fallback == "latest_state"  # the grammar grid (B.1)
+
+
+# ---------------------------------------------------------------- cost and the journal
+
+def journaled(frontend: LLMFrontend, corpus: History) -> list[Prediction]:
+    return list(PredictionJournal(frontend.work_path(corpus, ".journal.jsonl")).read().values())
+
+
+def test_the_cost_is_the_sum_of_the_calls_usage_and_is_frozen_with_the_extraction(server, history, tmp_path):
+    frontend = make_frontend(server.url, tmp_path)
+    frontend.extract(history)
+    corpus = corpus_of([history])
+    calls = journaled(frontend, corpus)  # every call this extraction answered, one line each
+    assert len(calls) == 7 and all(p.usage["prompt_tokens"] > 0 for p in calls)
+    cost = json.loads(frontend.frozen_path(corpus).read_text())["cost"]
+    assert cost == {"calls": 7, "input_tokens": sum(p.usage["prompt_tokens"] for p in calls),
+                    "output_tokens": sum(p.usage["completion_tokens"] for p in calls),
+                    "seconds": total(read_sittings(frontend.work_path(corpus, ".sittings.jsonl")))["seconds"],
+                    "sent": 7}
+    assert frontend.metadata["cost"] == cost
+    again = make_frontend(server.url, tmp_path)
+    again.extract(history)  # from the frozen file: the same figures, nothing recounted
+    assert again.metadata == frontend.metadata and again.metadata["alignment"]
+
+
+def test_an_extraction_stopped_on_one_machine_resumes_on_another_from_the_journal(oracle, history, tmp_path):
+    """The first machine answers 3 calls, then its extractor fails; the journal (committed
+    with the extractions folder) moves to a machine with an empty prediction store, which
+    sends only the 4 calls still missing and freezes what a clean run freezes."""
+    with FaultyServer(oracle) as srv:
+        clean = make_frontend(srv.url, tmp_path / "clean")
+        expected = clean.extract(history)
+        srv.inject("ok", "ok", "ok", "500", "500")
+        with pytest.raises(DataError, match="the extractor failed"):
+            make_frontend(srv.url, tmp_path / "first").extract(history)
+        shutil.copytree(tmp_path / "first" / "extractions", tmp_path / "second" / "extractions")
+        before = len(oracle.calls)
+        resumed = make_frontend(srv.url, tmp_path / "second")
+        assert resumed.extract(history) == expected
+        assert len(oracle.calls) - before == 4
+    corpus = corpus_of([history])
+    cost = resumed.metadata["cost"]
+    assert (cost["calls"], cost["sent"]) == (7, 4)
+    assert [p.usage for p in sorted(journaled(resumed, corpus), key=lambda p: p.request_id)] == [
+        p.usage for p in sorted(journaled(clean, corpus), key=lambda p: p.request_id)]
+    assert len(read_sittings(resumed.work_path(corpus, ".sittings.jsonl"))) == 2  # both sittings timed
+
+
+def test_a_rerun_from_the_journal_alone_sends_nothing_and_an_older_frozen_file_still_loads(server, history,
+                                                                                         tmp_path):
+    frontend = make_frontend(server.url, tmp_path)
+    first = frontend.extract(history)
+    path = frontend.frozen_path(corpus_of([history]))
+    data = json.loads(path.read_text())
+    path.unlink()
+    shutil.rmtree(tmp_path / "cache")  # no prediction store: only the journal remembers
+    sent = server.counts.total()
+    rerun = make_frontend(server.url, tmp_path)
+    assert rerun.extract(history) == first and server.counts.total() == sent
+    assert rerun.metadata["cost"] == {**data["cost"], "sent": 0}
+    del data["cost"]  # a file frozen before costs were recorded
+    path.write_text(json.dumps(data))
+    older = make_frontend(server.url, tmp_path)
+    assert older.extract(history) == first and "cost" not in older.metadata
 
 
 @pytest.mark.slow

@@ -1,0 +1,82 @@
+"""The served extractor the LLM frontends are tested against: it answers every extraction
+call with the grammar frontend's parse of each record, plus scripted mistakes, and the
+alignment call by mapping each `_alt` name back. The grammar parse is the reference a loop
+must reproduce: what it adds or loses is then exactly what the mistakes should cause."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from cmc.frontends.grammar import GrammarFrontend
+from cmc.readers.openai_api import OpenAIReader
+from cmc.readers.serve import Completion
+from tests.conftest import TEMPLATES
+
+
+class GrammarOracle:
+    """A chat backend that extracts like the grammar frontend and makes scripted mistakes
+    (statements are numbered 1.. in the corpus, as the extractor sees them).
+
+    - `renamed`: statements after `renamed_after` name this relation `<relation>_alt` in a
+      batch answer (a repair names it right), so only alignment or a review can bring it back.
+    - `conflicted`: statements at even numbers name this relation `<relation>_x`, in every
+      answer, repairs included: the extractor's own inconsistency, which nothing fixes.
+    - `misquoted`: the batch answer paraphrases this statement's subject (rejected); the
+      repair call, told why, gets it right.
+    - `hopeless`: this statement is never answered, in its batch or on repair.
+    - `doubled`: this statement gets a second object for its slot (its first word), which
+      passes validation but must leave it unresolved.
+    Replies come in a code fence with chatter after it, braces included. `users` keeps every
+    user message received (what the extractor was shown).
+    """
+
+    model_id = "grammar-oracle"
+
+    def __init__(self, renamed: str = "", renamed_after: int = 0, conflicted: str = "", misquoted: int = 0,
+                 hopeless: int = 0, doubled: int = 0) -> None:
+        self.grammar = GrammarFrontend(str(TEMPLATES))
+        self.renamed, self.renamed_after, self.conflicted = renamed, renamed_after, conflicted
+        self.misquoted, self.hopeless, self.doubled = misquoted, hopeless, doubled
+        self.align_finish = "stop"
+        self.calls: list[str] = []
+        self.users: list[str] = []
+
+    def complete(self, messages, max_tokens, chat_template_kwargs=None) -> Completion:
+        system, user = messages[0]["content"], messages[-1]["content"]
+        self.users.append(user)
+        if system.startswith("You merge relation names"):
+            self.calls.append("align")
+            names = re.findall(r"^\d+\. ([a-z0-9_]+): ", user, re.MULTILINE)
+            text = json.dumps({"same": {n: n.removesuffix("_alt") for n in names if n.endswith("_alt")}})
+            return Completion(text, self.align_finish, len(user), len(text))
+        records = [(int(pos), text) for pos, text in re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)]
+        repair = "was rejected" in user
+        self.calls.append("repair" if repair else "batch")
+        entries = [self._entry(pos, text, repair) for pos, text in records if pos != self.hopeless]
+        text = "```json\n" + json.dumps({"records": entries}) + "\n```\n(all {} checked)"
+        return Completion(text, "stop", len(user), len(text))
+
+    def _entry(self, pos: int, text: str, repair: bool) -> dict:
+        parsed = self.grammar.parse(pos, text)
+        triples = [[t.subject, t.relation, t.object] for t in parsed.triples]
+        for triple in triples:
+            if triple[1] == self.renamed and pos > self.renamed_after and not repair:
+                triple[1] += "_alt"
+            if triple[1] == self.conflicted and pos % 2 == 0:
+                triple[1] += "_x"
+            if pos == self.misquoted and not repair:
+                triple[0] = f"the famous {triple[0]}"
+        if pos == self.doubled:
+            triples.append([triples[0][0], triples[0][1], text.split()[0]])
+        return {"id": pos, "status": parsed.status, "triples": triples}
+
+
+def served_extractor(url: str, max_new_tokens: int = 2048) -> OpenAIReader:
+    """The extractor reader for a served oracle (one request at a time, quick retries)."""
+    return OpenAIReader(name="oracle", base_url=url, model="grammar-oracle", max_new_tokens=max_new_tokens,
+                        timeout_s=30.0, max_retries=1, backoff_s=0.01, max_backoff_s=0.05, concurrency=1)
+
+
+def work_dirs(tmp: Path) -> dict[str, str]:
+    return {"cache_dir": str(tmp / "cache"), "extractions_dir": str(tmp / "extractions")}
