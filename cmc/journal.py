@@ -8,12 +8,18 @@ predictions are journaled: a failure is retried, never resumed.
 
 Appends are line-at-a-time with fsync; a crash can leave at most a torn last line, which
 is dropped (and cut off before the next append). Any other unreadable line is an error.
+
+A multi-call method or an extraction reads the journal before every call, so `read` parses
+only the lines added since its last read, once the bytes it parsed before are unchanged
+(checked by their sha256: hashing is cheap, parsing is not).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cmc.errors import DataError
@@ -23,9 +29,21 @@ from cmc.readers.base import Prediction
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class _Parsed:
+    """What earlier reads parsed: the bytes (length, sha256) and their predictions."""
+
+    size: int = 0
+    digest: bytes = hashlib.sha256(b"").digest()
+    lines: int = 0
+    out: dict[str, Prediction] = field(default_factory=dict)
+    first_line: dict[str, int] = field(default_factory=dict)
+
+
 class PredictionJournal:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._parsed = _Parsed()
 
     def read(self) -> dict[str, Prediction]:
         """Request id -> prediction, for every complete line."""
@@ -35,13 +53,16 @@ class PredictionJournal:
         complete, _, torn = data.rpartition(b"\n")
         if torn:
             log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted append", self.path, len(torn))
+        done = self._parsed
+        if len(complete) < done.size or hashlib.sha256(complete[:done.size]).digest() != done.digest:
+            done = _Parsed()  # rewritten, not appended to: parse it all again
+        new = complete[done.size + 1 if done.size else 0:]
         try:
-            lines = complete.decode("utf-8").split("\n") if complete else []
+            lines = new.decode("utf-8").split("\n") if new else []
         except UnicodeDecodeError as exc:
             raise DataError(f"{self.path}: not UTF-8 text ({exc})") from exc
-        out: dict[str, Prediction] = {}
-        first_line: dict[str, int] = {}
-        for number, line in enumerate(lines, start=1):
+        out, first_line = dict(done.out), dict(done.first_line)
+        for number, line in enumerate(lines, start=done.lines + 1):
             try:
                 prediction = Prediction.from_json(json.loads(line))
             except (ValueError, TypeError, KeyError) as exc:
@@ -54,7 +75,8 @@ class PredictionJournal:
                                 f"request {request[:12]}; keep the one that is right and delete the other")
             out.setdefault(request, prediction)
             first_line.setdefault(request, number)
-        return out
+        self._parsed = _Parsed(len(complete), hashlib.sha256(complete).digest(), done.lines + len(lines), out, first_line)
+        return dict(out)
 
     def append(self, predictions: list[Prediction]) -> None:
         """Append successes (failures are skipped), cutting off a torn tail first."""

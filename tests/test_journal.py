@@ -51,3 +51,23 @@ def test_a_journaled_failure_is_refused(tmp_path):
     path.write_text('{"error":"boom","finish_reason":null,"model":"m","raw":null,"request_id":"x","usage":{}}\n')
     with pytest.raises(DataError, match="line 1 records a failed prediction"):
         PredictionJournal(path).read()
+
+
+def test_rereads_parse_only_appended_lines_yet_notice_a_rewrite(tmp_path, monkeypatch):
+    """The incremental read (a method reads the journal before every call) equals a fresh
+    read after every append, parses each line once, and starts over when earlier bytes
+    change: a corrupted earlier line is still reported with its line number."""
+    journal = PredictionJournal(tmp_path / "p.jsonl")
+    parsed = []
+    original = Prediction.from_json
+    monkeypatch.setattr(Prediction, "from_json", classmethod(lambda cls, data: parsed.append(1) or original(data)))
+    for batch in ([ok(0)], [ok(1), ok(2)], [], [ok(3)]):
+        journal.append(batch)
+        assert journal.read() == PredictionJournal(journal.path).read()
+    assert len(journal.read()) == 4
+    fresh_reads = 1 + 3 + 3 + 4  # each comparison instance parses the whole file
+    assert len(parsed) == 4 + fresh_reads  # the long-lived journal parsed each of its 4 lines once
+    lines = journal.path.read_text().splitlines()
+    journal.path.write_text("\n".join([lines[0], "{not json", *lines[2:]]) + "\n")
+    with pytest.raises(DataError, match="line 2 is not a prediction"):
+        journal.read()
