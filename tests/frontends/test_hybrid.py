@@ -275,7 +275,7 @@ def test_every_real_statement_comes_out_as_the_grammar_parse_and_no_question_is_
     """All four FactConsolidation histories through build_memories (the entry point every
     run uses) with a dataset whose questions cannot be read: no request shows a question,
     and with an extractor that answers like the grammar frontend the hybrid's 18,336
-    statements are the grammar parse, most of them read by rules (the README's figures)."""
+    statements are the grammar parse, most of them read by rules (the figures docs/frontends.md quotes)."""
     oracle = GrammarOracle()
     with FaultyServer(oracle) as srv:
         frontend = make_hybrid(srv.url, tmp_path, batch_records=20, checks=2)
