@@ -19,7 +19,7 @@ from cmc.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage", "cost", "outcomes")
-EXPERIMENTS = ("table", "ports")  # main tables' name prefixes (table1, table5, ..., ports)
+EXPERIMENTS = ("table", "depth", "ports")  # main tables' name prefixes (table1, table5, depth, ports, ...)
 # Generated files included whole, after the experiments: (title, path under results/).
 DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),

@@ -122,17 +122,19 @@ def view_table(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
 
 
 def contrasts(items: pd.DataFrame, pairs: Sequence[Sequence[str]], preregistered: Sequence[Sequence[str]],
-              by: str = "hop", n_boot: int = 10_000, seed: int = 0) -> pd.DataFrame:
+              by: str = "hop", n_boot: int = 10_000, seed: int = 0, pooled: bool = False) -> pd.DataFrame:
     """Paired W/T/L and the query-cluster bootstrap of the mean difference (points), for
-    each (a, b) pair within each `by` group; pairs not preregistered are marked exploratory."""
+    each (a, b) pair within each `by` group and, with `pooled`, over all their shared
+    questions as the group "all" (appendix B.1 reports its contrasts over the 800); pairs
+    not preregistered are marked exploratory."""
     registered = {tuple(p) for p in preregistered}
     rows = []
     for a, b in pairs:
         left = items[items["arm"] == a].set_index("question_id")
         right = items[items["arm"] == b].set_index("question_id")
         shared = left.index.intersection(right.index)
-        for group in sorted(left.loc[shared, by].unique()):
-            ids = [q for q in shared if left.at[q, by] == group]
+        groups = [(group, [q for q in shared if left.at[q, by] == group]) for group in sorted(left.loc[shared, by].unique())]
+        for group, ids in groups + ([("all", list(shared))] if pooled else []):
             x = left.loc[ids, "substring_em"].to_numpy(dtype=float)
             y = right.loc[ids, "substring_em"].to_numpy(dtype=float)
             wtl = win_tie_loss(x, y)

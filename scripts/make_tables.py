@@ -135,7 +135,8 @@ def write_contrasts(out: Tables, items: pd.DataFrame, exp: Any, by_arm: dict[str
     pairs = [list(p) for p in exp.preregistered.contrasts if {p[0], p[1]} <= set(items["arm"])]
     if not pairs:
         return
-    paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=n_boot)
+    paired = contrasts(items, pairs, pairs, by=exp.preregistered.by, n_boot=n_boot,
+                       pooled=bool(exp.preregistered.get("pooled", False)))
     out.write(paired, "_contrasts", f"preregistered paired contrasts (points, query-cluster bootstrap "
                                     f"{n_boot:,} replicates, cluster = {exp.cluster})")
     # Section 4.1: where A is right and B wrong, does B's evidence lack A's records, or the answer?

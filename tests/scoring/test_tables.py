@@ -35,6 +35,14 @@ def test_contrasts_count_wins_and_mark_unregistered_pairs(items):
     assert set(out["status"]) == {"exploratory"}
 
 
+def test_a_pooled_contrast_adds_one_row_over_all_shared_questions(items):
+    out = contrasts(items, [("cmc", "fact_bm25")], preregistered=[("cmc", "fact_bm25")], n_boot=200, pooled=True)
+    assert list(out["hop"]) == ["mh", "sh", "all"]
+    pooled = out.set_index("hop").loc["all"]
+    assert (pooled["n"], pooled["wins"], pooled["ties"], pooled["losses"]) == (8, 4, 4, 0)
+    assert pooled["mean_diff"] == 50.0 and pooled["status"] == "preregistered"
+
+
 def test_key_change_strata_and_reader_grid(items):
     changed = {f"q{i}": i < 4 for i in range(8)}
     strata = key_change_strata(items, changed, ["cmc", "fact_bm25"])
