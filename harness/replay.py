@@ -38,17 +38,26 @@ class ReplayReport:
         return not self.mismatches
 
 
+# Keys naming where a run writes (caches, frozen extractions): this machine's business.
+WRITE_LOCATIONS = ("cache_dir", "extractions_dir")
+MODEL_CACHE_KEY = "reader.model.cache_dir"  # this machine's cache of converted weights, from its default reader
+
+
 def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | None = None) -> DictConfig:
     """This machine's default config (for its paths) with every recorded node put back
     whole (a node is replaced, not merged, so no key of another choice leaks in), then the
     caller's overrides (e.g. a local dataset or model path). The recorded config is checked
-    before anything is composed: a bundle is someone else's data, never code to run."""
+    before anything is composed: a bundle is someone else's data, never code to run, and
+    never says where this machine writes: a model source's cache is this machine's."""
     recorded = (manifest or read_manifest(bundle))["config"]
     check_recorded_config(recorded, f"{bundle / 'manifest.json'}")
     cfg = compose(check=False)
+    model_cache = OmegaConf.select(cfg, MODEL_CACHE_KEY)
     OmegaConf.set_struct(cfg, False)
     for key, node in recorded.items():
         cfg[key] = node
+    for key in model_cache_keys(recorded):
+        OmegaConf.update(cfg, key, model_cache)
     cfg.merge_with_dotlist(list(overrides))
     OmegaConf.set_struct(cfg, True)
     check_config(cfg, f"{bundle / 'manifest.json'}")
@@ -58,12 +67,26 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
 def check_recorded_config(recorded: dict, where: str) -> None:
     """Only this project's classes, and no interpolation but the data-location references a
     manifest keeps (`${paths.*}`): a resolver such as `${oc.env:...}` would read this
-    machine's environment (its secrets) into the replayed config."""
+    machine's environment (its secrets) into the replayed config. A location the run writes
+    to must be such a reference too (a model source's cache is replaced by this machine's),
+    or a bundle could make a replay write files where it chose."""
     check_targets(recorded, where)
+    model_caches = set(model_cache_keys(recorded))
     for key, value in config_nodes(recorded):
         if isinstance(value, str) and "${" in value and not value.startswith(PATH_REFERENCE):
             raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
                             f"a recorded config holds resolved values")
+        if key.rsplit(".", 1)[-1] in WRITE_LOCATIONS and key not in model_caches and not (
+                isinstance(value, str) and value.startswith(PATH_REFERENCE)):
+            raise DataError(f"{where}: config.{key} = {value!r}: where a run writes is one of this machine's paths "
+                            f"(a ${{paths.*}} reference); a bundle cannot choose it")
+
+
+def model_cache_keys(recorded: dict) -> list[str]:
+    """Dotted keys of every model source's `cache_dir` (weights converted on first use)."""
+    return [f"{key}.cache_dir" for key, node in config_nodes(recorded)
+            if isinstance(node, dict) and "cache_dir" in node and str(node.get("_target_", "")).startswith(
+                "cmc.readers.") and key]
 
 
 def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | Path | None = None) -> ReplayReport:

@@ -139,3 +139,21 @@ def test_prediction_rows_must_be_exactly_the_population(tmp_path, edit):
     verify_seal(bundle)  # consistently re-sealed
     with left_unchanged(bundle), pytest.raises(DataError, match=r"predictions.jsonl: (7|9) rows .* do not match the manifest's population"):
         LabelVault(lambda: pytest.fail("labels opened")).open(bundle)
+
+
+def test_a_bundle_cannot_choose_where_a_replay_writes(tmp_path):
+    """A literal location to write (an arm's embedding cache) is refused naming the key; a
+    model source's cache (where weights are converted) is replaced by this machine's, so
+    the replay writes nothing where the bundle pointed."""
+    target = tmp_path / "chosen"
+
+    def cache_elsewhere(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["arm"]["cache_dir"] = str(target)
+    bundle = _tampered_bundle(tmp_path / "a", cache_elsewhere)
+    with pytest.raises(DataError, match=r"config\.arm\.cache_dir = .*a bundle cannot choose it"):
+        replay(bundle)
+
+    def models_elsewhere(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["reader"]["model"]["cache_dir"] = str(target)
+    report = replay(_tampered_bundle(tmp_path / "b", models_elsewhere))
+    assert report.ok and not target.exists()
