@@ -50,7 +50,7 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     before anything is composed: a bundle is someone else's data, never code to run, and
     never says where this machine writes: a model source's cache is this machine's."""
     recorded = (manifest or read_manifest(bundle))["config"]
-    check_recorded_config(recorded, f"{bundle / 'manifest.json'}")
+    check_recorded_config(recorded, f"{bundle / 'manifest.json'}", {o.split("=", 1)[0].lstrip("+~") for o in overrides})
     cfg = compose(check=False)
     model_cache = OmegaConf.select(cfg, MODEL_CACHE_KEY)
     OmegaConf.set_struct(cfg, False)
@@ -64,22 +64,22 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     return cfg
 
 
-def check_recorded_config(recorded: dict, where: str) -> None:
+def check_recorded_config(recorded: dict, where: str, overridden: set[str] | frozenset[str] = frozenset()) -> None:
     """Only this project's classes, and no interpolation but the data-location references a
     manifest keeps (`${paths.*}`): a resolver such as `${oc.env:...}` would read this
     machine's environment (its secrets) into the replayed config. A location the run writes
-    to must be such a reference too (a model source's cache is replaced by this machine's),
-    or a bundle could make a replay write files where it chose."""
+    to must be such a reference too, or one the caller overrides (a model source's cache is
+    replaced by this machine's), or a bundle could make a replay write files where it chose."""
     check_targets(recorded, where)
     model_caches = set(model_cache_keys(recorded))
     for key, value in config_nodes(recorded):
         if isinstance(value, str) and "${" in value and not value.startswith(PATH_REFERENCE):
             raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
                             f"a recorded config holds resolved values")
-        if key.rsplit(".", 1)[-1] in WRITE_LOCATIONS and key not in model_caches and not (
+        if key.rsplit(".", 1)[-1] in WRITE_LOCATIONS and key not in model_caches | overridden and not (
                 isinstance(value, str) and value.startswith(PATH_REFERENCE)):
             raise DataError(f"{where}: config.{key} = {value!r}: where a run writes is one of this machine's paths "
-                            f"(a ${{paths.*}} reference); a bundle cannot choose it")
+                            f"(a ${{paths.*}} reference); a bundle cannot choose it: pass {key}=<a folder of yours>")
 
 
 def model_cache_keys(recorded: dict) -> list[str]:

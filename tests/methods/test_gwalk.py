@@ -87,5 +87,5 @@ def test_the_tiny_model_through_every_stage(tmp_path, tiny_model_dir, embeddings
     sealed = bundle_files(bundle)
     run(compose_config(*overrides))  # a sealed bundle: re-executed over its answers, must still reproduce
     assert bundle_files(bundle) == sealed
-    report = replay(bundle, scores_dir=scores_path(tmp_path, "gwalk", "local"))
+    report = replay(bundle, [f"arm.cache_dir={embeddings_dir}"], scores_dir=scores_path(tmp_path, "gwalk", "local"))
     assert report.ok and report.checked == 2, report.mismatches

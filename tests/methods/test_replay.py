@@ -34,7 +34,7 @@ def sealed(tmp_path_factory: pytest.TempPathFactory, embeddings_dir: Path) -> tu
     return bundle_path(tmp, "mello", "openai"), scores_path(tmp, "mello", "openai")
 
 
-def test_a_sealed_bundle_scores_its_answers_and_replays_clean(sealed):
+def test_a_sealed_bundle_scores_its_answers_and_replays_clean(sealed, embeddings_dir):
     bundle, scores = sealed
     evidence = read_bundle_jsonl(bundle, "evidence.jsonl")
     assert [(row["question_id"], row["answer"], len(row["calls"])) for row in evidence] == [
@@ -42,7 +42,7 @@ def test_a_sealed_bundle_scores_its_answers_and_replays_clean(sealed):
     summary = json.loads((scores / "summary.json").read_text())
     assert summary["n"] == 2 and {hop: h["correct"] for hop, h in summary["by_hop"].items()} == {"mh": 1, "sh": 1}
     assert scored(scores) == [True, True]
-    report = replay(bundle, scores_dir=scores)
+    report = replay(bundle, [f"arm.cache_dir={embeddings_dir}"], scores_dir=scores)
     assert report.ok and report.checked == 2, report.mismatches
 
 
@@ -77,13 +77,15 @@ def set_final_line(rows: Rows) -> None:  # the fourth call of question 0 wrote i
     # the method now answers France: its trace and its score change; its calls do not
     (set_final_line, ["trace: 1 of 2 differ (first at row 0)", "score: 1 of 2 differ (first at row 0)"]),
 ], ids=lambda x: x.__name__ if callable(x) else None)
-def test_an_edited_and_resealed_bundle_fails_replay_naming_what_changed(sealed, tmp_path, edit, mismatches):
+def test_an_edited_and_resealed_bundle_fails_replay_naming_what_changed(sealed, tmp_path, edit, mismatches,
+                                                                      embeddings_dir):
     bundle, scores = sealed
-    report = replay(resealed(bundle, tmp_path / bundle.name, edit), scores_dir=scores)
+    report = replay(resealed(bundle, tmp_path / bundle.name, edit), [f"arm.cache_dir={embeddings_dir}"], scores_dir=scores)
     assert report.mismatches == mismatches
 
 
-def test_an_edited_answer_that_changes_the_methods_path_names_the_call_it_has_no_answer_for(sealed, tmp_path):
+def test_an_edited_answer_that_changes_the_methods_path_names_the_call_it_has_no_answer_for(sealed, tmp_path,
+                                                                                          embeddings_dir):
     bundle, scores = sealed
 
     def tentative(rows: Rows) -> None:  # the first call's tentative answer: the next call's text changes
@@ -91,7 +93,8 @@ def test_an_edited_answer_that_changes_the_methods_path_names_the_call_it_has_no
         assert "Charles Dickens." in prediction["raw"]
         prediction["raw"] = prediction["raw"].replace("Charles Dickens.", "Charles Darwin.")
 
-    report = replay(resealed(bundle, tmp_path / bundle.name, tentative), scores_dir=scores)
+    report = replay(resealed(bundle, tmp_path / bundle.name, tentative), [f"arm.cache_dir={embeddings_dir}"],
+                    scores_dir=scores)
     (mismatch,) = report.mismatches
     assert mismatch.startswith("calls: ") and "no stored answer for request " in mismatch
     missing = mismatch.split("no stored answer for request ")[1][:12]
