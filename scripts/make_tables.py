@@ -186,12 +186,13 @@ def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) 
 
 
 def write_figures(scored: SliceItems, figures: Path, stem: str) -> None:
-    """Accuracy by length and against evidence tokens, and the depth curve when two or more
-    depth caps were run (one capped view, like the synthetic sweep's cmc_depth6, is no curve)."""
+    """Accuracy by length and against evidence tokens (when the reader counted them), and the
+    depth curve when two or more depth caps were run (one capped view, like the synthetic sweep's cmc_depth6, is no curve)."""
     items, views, caption = scored.items, scored.views, scored.caption
     if token_slices(items["length"]):  # other slice labels (synthetic cells) are no length axis
         accuracy_by_length(items, views, figures / f"{stem}_by_length.png", caption)
-    accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
+    if items["input_tokens"].notna().all():  # an API reader counts no input tokens (no tokenizer here)
+        accuracy_vs_tokens(items, views, figures / f"{stem}_tokens.png", caption)
     depths = {int(a.rsplit("depth", 1)[1]): a for a in items["arm"].unique() if "_depth" in a}
     if len(depths) >= 2:
         depth_curve(items, depths, figures / f"{stem}_depth.png", caption)

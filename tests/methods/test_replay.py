@@ -116,3 +116,24 @@ def test_the_viewer_shows_a_methods_answer_and_calls(sealed):
     assert steps == [call["step"] for call in evidence["calls"]] == ["answer"] * 4
     assert re.search(r'<pre class="out raw"><mark>Belgium</mark></pre>', page)  # the answer, gold marked
     assert "the trace ended: final_answer" in page
+
+
+def test_make_tables_adds_cost_and_outcome_tables_for_a_method(sealed, tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    bundle, _ = sealed
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "scripts/make_tables.py", "adhoc", "--bundles", str(bundle.parent.parent),
+                           "--out", str(out), "--population", "m2", "--reader", "openai", "--n-boot", "100"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stem = out / "tables" / "adhoc_m2_openai"
+    cost = list(csv.DictReader(open(f"{stem}_cost.csv")))
+    assert [(r["view"], r["calls/q"], r["max calls"]) for r in cost] == [("mello", "3.0", "4")]
+    outcomes = list(csv.DictReader(open(f"{stem}_outcomes.csv")))
+    assert sorted((r["hop"], r["outcome"], r["n"], r["correct"], r["steps"]) for r in outcomes) == [
+        ("mh", "final_answer", "1", "1", "3"), ("sh", "final_answer", "1", "1", "1")]
