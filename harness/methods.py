@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
+from cmc.bundle import read_bundle_jsonl
 from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.methods import Call, Caller, CallFailed, Method, MethodAnswer, trace_row
@@ -65,15 +67,22 @@ def generate_method(run: Run, method: Method, answer: Answer) -> list[QuestionRu
     return done
 
 
-def stored_answers(predictions: dict[str, Prediction], where: str) -> Answer:
-    """Answers from what is already held (the store at seal, a bundle at replay); a request
-    not there means the method took a path its generation did not."""
+def stored_answers(lookup: Callable[[str], Prediction | None], where: str) -> Answer:
+    """Answers from what is already held, by request id (the store's `get` at seal, a
+    bundle's predictions at check and replay); a request not there means the method took a
+    path its generation did not."""
     def answer(request: Request) -> Prediction:
-        if request.id not in predictions:
+        if (prediction := lookup(request.id)) is None:
             raise DataError(f"{where}: no stored answer for request {request.id[:12]}; run stage=generate first "
                             f"(a sealed bundle: the method no longer makes the calls it made)")
-        return predictions[request.id]
+        return prediction
     return answer
+
+
+def bundle_predictions(bundle: Path) -> dict[str, Prediction]:
+    """A method bundle's answers by request id (its rows carry the question id besides)."""
+    return {row["request_id"]: Prediction.from_json({k: v for k, v in row.items() if k != "question_id"})
+            for row in read_bundle_jsonl(bundle, "predictions.jsonl")}
 
 
 def bundle_rows(run: Run, method: Method, done: list[QuestionRun]) -> dict[str, list[dict[str, Any]]]:
@@ -103,5 +112,5 @@ def request_row(request: Request) -> dict[str, Any]:
 def rerun_over(run: Run, method: Method, predictions: dict[str, Prediction],
                where: str) -> dict[str, list[dict[str, Any]]]:
     """Re-execute the method over held answers and return the bundle rows it gives."""
-    answer = stored_answers(predictions, where)
+    answer = stored_answers(predictions.get, where)
     return bundle_rows(run, method, [run_method(run, method, q, answer) for q in run.questions])

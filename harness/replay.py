@@ -19,9 +19,8 @@ from cmc.evidence import select_all
 from cmc.manifest import PATH_REFERENCE
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
-from cmc.readers.base import Prediction
 from harness.config import compose
-from harness.methods import rerun_over
+from harness.methods import bundle_predictions, rerun_over
 from harness.runs import Run
 from harness.schemas import check_config
 from scoring.metrics import score_output
@@ -120,10 +119,8 @@ def _replay_method(run: Run, bundle: Path, report: ReplayReport, scores_dir: str
     """Re-execute the method over the bundle's own answers (paper D.4): every call must be
     one the bundle answered, in the same order, and give the same trace and answer."""
     predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
-    stored = {p["request_id"]: Prediction.from_json({k: v for k, v in p.items() if k != "question_id"})
-              for p in predictions}
     try:
-        rows = rerun_over(run, run.method, stored, str(bundle))
+        rows = rerun_over(run, run.method, bundle_predictions(bundle), str(bundle))
     except DataError as exc:
         report.mismatches.append(f"calls: {exc}")
         return report

@@ -10,15 +10,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from cmc.bundle import SealError, read_bundle_jsonl, read_manifest, sealed_digests, write_bundle
+from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
 from cmc.cache import PredictionStore
 from cmc.errors import DataError
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
 from cmc.manifest import config_differences, experiment_config
-from cmc.readers.base import Prediction, Request
+from cmc.readers.base import Prediction
 from cmc.sittings import read_sittings, total
 from harness.evidence import write_run_evidence
-from harness.methods import bundle_rows, rerun_over, run_method
+from harness.methods import bundle_predictions, bundle_rows, rerun_over, run_method, stored_answers
 from harness.runs import Run
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,7 @@ def method_rows(run: Run, store: PredictionStore) -> dict[str, list[dict[str, An
     """A method's bundle rows, from running it over the stored answers. A question whose
     call failed cannot be sealed (allow_errors covers one-call arms only): a method's
     later calls depend on the failed one's answer."""
-    def answer(request: Request) -> Prediction:
-        if (prediction := store.get(request.id)) is None:
-            raise DataError(f"no stored prediction for request {request.id[:12]}; run stage=generate first")
-        return prediction
+    answer = stored_answers(store.get, str(run.work_dir))
     return bundle_rows(run, run.method, [run_method(run, run.method, q, answer) for q in run.questions])
 
 
@@ -129,9 +126,7 @@ def check_reproduces(run: Run) -> None:
         write_run_evidence(run)
     sealed = sealed_digests(run.bundle_dir)
     if run.method is not None:  # re-executed over the bundle's own answers
-        stored = {p["request_id"]: Prediction.from_json({k: v for k, v in p.items() if k != "question_id"})
-                  for p in read_bundle_jsonl(run.bundle_dir, "predictions.jsonl")}
-        rows = rerun_over(run, run.method, stored, str(run.bundle_dir))
+        rows = rerun_over(run, run.method, bundle_predictions(run.bundle_dir), str(run.bundle_dir))
         fresh = {name: rows[name] for name in ("evidence.jsonl", "requests.jsonl")}
     else:
         fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
