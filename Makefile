@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports frontends
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,14 @@ table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K pop
 
 tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT.md: make tables EXP=table1 [QUICK=1] [READER=...]
 	$(PY) scripts/make_tables.py $(EXP) $(if $(QUICK),--population quick) $(if $(filter command line,$(origin READER)),--reader $(READER))
+	$(PY) scripts/make_report.py
+
+EXTRACTOR ?= qwen25_coder_15b_llamacpp
+frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid extraction (EXTRACTOR=..., llama.cpp 1.5B), its report against the grammar, CMC on each frontend
+	$(PY) run.py experiment=table7 frontend=grammar
+	$(PY) run.py experiment=table7 frontend=hybrid reader@frontend.extractor=$(EXTRACTOR)
+	$(PY) scripts/frontend_report.py
+	$(PY) scripts/make_tables.py table7
 	$(PY) scripts/make_report.py
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)

@@ -20,7 +20,14 @@ def _csv(items: Sequence[str]) -> str:
     return ",".join(str(item) for item in items)
 
 
+def _frontend_name(kind: str, extractor: str, reply_format: str) -> str:
+    """`${frontend_name:llm,${.extractor.name},${.reply_format}}`: one run folder per
+    extractor and reply format (the JSON format, the first one, keeps the plain name)."""
+    return f"{kind}_{extractor}" if reply_format == "json" else f"{kind}_{reply_format}_{extractor}"
+
+
 OmegaConf.register_new_resolver("csv", _csv, replace=True)
+OmegaConf.register_new_resolver("frontend_name", _frontend_name, replace=True)
 register_schemas()
 
 

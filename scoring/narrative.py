@@ -25,6 +25,9 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
                ("Disjoint random token matching (scripts/token_match.py)", "tables/disjoint_token_match.md"),
+               ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
+               ("LLM frontends against the grammar frontend (scripts/frontend_report.py)", "tables/frontends.md"),
+               ("CMC evidence with each frontend (scripts/frontend_report.py)", "tables/frontends_coverage.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
                ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
 

@@ -31,13 +31,19 @@ from tqdm import tqdm
 from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends.llm_calls import ExtractorCalls
-from cmc.frontends.llm_replies import PARSER_VERSION, one_value_per_slot, parse_alignment, parse_reply
+from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
+                                      parse_lines_reply, parse_reply)
 from cmc.io import atomic_write_text, canonical_json, sha256_text
 from cmc.prompt import load_prompt
 from cmc.readers.base import Reader, Request
 from cmc.records import History, Record
 
 log = logging.getLogger(__name__)
+
+# How the extractor answers a batch, and the prompt asking for it: a JSON object (the
+# default), or one compact line per record ("3 | Peru | capital | Lima"), which a small model
+# carries to the last record of a batch (the 1.5B closes its JSON after two or three).
+REPLY_FORMATS = {"json": "extract_direct", "lines": "extract_lines"}
 
 
 def corpus_of(histories: Iterable[History]) -> History:
@@ -63,14 +69,17 @@ class LLMFrontend:
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
-                 empty_fallback: str = "history") -> None:
+                 empty_fallback: str = "history", reply_format: str = "json") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
+        if reply_format not in REPLY_FORMATS:
+            raise ValueError(f"reply_format must be one of {', '.join(REPLY_FORMATS)}, got {reply_format!r}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
-        self.extract_prompt, self.align_prompt = load_prompt("extract_direct"), load_prompt("align_relations")
+        self.reply_format = reply_format
+        self.extract_prompt, self.align_prompt = load_prompt(REPLY_FORMATS[reply_format]), load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
         self.metadata: dict[str, Any] = {}
@@ -87,8 +96,9 @@ class LLMFrontend:
         example = [Record(1, "The capital of Peru is Lima.")]
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
+        lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
-                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION}
+                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
@@ -220,7 +230,8 @@ class LLMFrontend:
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
-        lines.append(f"Give the JSON for {self._span(batch)}.")
+        lines.append(f"Give the JSON for {self._span(batch)}." if self.reply_format == "json"
+                     else f"Write the lines for {self._span(batch)}.")
         return self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
 
     def _align_request(self, catalogue: dict[str, str]) -> Request:
@@ -234,7 +245,8 @@ class LLMFrontend:
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
         prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch))
-        accepted, rejected = parse_reply(prediction.raw or "", batch)
+        parse = parse_reply if self.reply_format == "json" else parse_lines_reply
+        accepted, rejected = parse(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected

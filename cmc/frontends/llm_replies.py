@@ -129,6 +129,48 @@ def parse_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtr
     return accepted, problems
 
 
+# The compact reply (reply_format: lines): "3 | Peru | capital | Lima", "4 | unresolved". Bump
+# when parse_lines_reply accepts different replies (part of a lines frontend's fingerprint).
+LINES_PARSER_VERSION = 1
+_LINE = re.compile(r"^\s*(?:[-*]\s*)?(\d+)\s*[|.):]\s*(.*?)\s*$")
+
+
+def _entry_of_lines(rows: list[list[str]]) -> dict[str, Any] | str:
+    """One record's lines as the JSON format's entry, or what is wrong with them: a status
+    line alone, or one fact line (subject | relation | object) per triple."""
+    rows = [list(r) for r in dict.fromkeys(tuple(r) for r in rows)]  # a repeated line counts once
+    statuses = [r[0] for r in rows if len(r) == 1 and r[0] in STATUSES]
+    if statuses:
+        return {"status": statuses[0]} if len(rows) == 1 else "a status line came with other lines for the record"
+    if bad := next((r for r in rows if len(r) != 3), None):
+        return f"line {' | '.join(bad)!r} is neither 'subject | relation | object' nor a status"
+    return {"status": "facts", "triples": rows}
+
+
+def parse_lines_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+    """parse_reply for the compact format: lines starting with a record's number (chatter and
+    lines for other records are ignored), validated by the same rules as a JSON entry."""
+    texts = {r.pos: r.text for r in batch}
+    rows: dict[int, list[list[str]]] = {}
+    for line in raw.splitlines():
+        if (match := _LINE.match(line)) and int(match[1]) in texts:
+            fields = [field.strip() for field in match[2].split("|")]
+            while len(fields) > 1 and not fields[-1]:  # "4 | unresolved |"
+                fields.pop()
+            rows.setdefault(int(match[1]), []).append(fields)
+    accepted: dict[int, RecordExtraction] = {}
+    problems: dict[int, str] = {}
+    for pos, lines in rows.items():
+        entry = _entry_of_lines(lines)
+        result = entry if isinstance(entry, str) else _read_entry(pos, texts[pos], entry)
+        if isinstance(result, str):
+            problems[pos] = result
+        else:
+            accepted[pos] = result
+    problems.update({pos: "the record was not answered" for pos in texts if pos not in rows})
+    return accepted, problems
+
+
 def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
     """Each aligned name's final name. A proposal stands only if both names are in the
     catalogue and it maps a name to an earlier one (the paper maps to existing catalogue

@@ -54,7 +54,10 @@ class GrammarOracle:
         repair = "was rejected" in user
         self.calls.append("repair" if repair else "batch")
         entries = [self._entry(pos, text, repair) for pos, text in records if pos != self.hopeless]
-        text = "```json\n" + json.dumps({"records": entries}) + "\n```\n(all {} checked)"
+        if "Write one line for every record" in system:  # reply_format: lines
+            text = "Here are the lines:\n" + "\n".join(lines_of(e) for e in entries) + "\n(all checked)"
+        else:
+            text = "```json\n" + json.dumps({"records": entries}) + "\n```\n(all {} checked)"
         return Completion(text, "stop", len(user), len(text))
 
     def _entry(self, pos: int, text: str, repair: bool) -> dict:
@@ -70,6 +73,13 @@ class GrammarOracle:
         if pos == self.doubled:
             triples.append([triples[0][0], triples[0][1], text.split()[0]])
         return {"id": pos, "status": parsed.status, "triples": triples}
+
+
+def lines_of(entry: dict) -> str:
+    """A JSON entry as the compact format's lines: one per triple, or the status alone."""
+    if entry["status"] != "facts":
+        return f"{entry['id']} | {entry['status']}"
+    return "\n".join(f"{entry['id']} | {' | '.join(triple)}" for triple in entry["triples"])
 
 
 def served_extractor(url: str, max_new_tokens: int = 2048) -> OpenAIReader:

@@ -1,0 +1,103 @@
+"""`make frontends-report`: each frozen LLM or hybrid extraction next to the grammar
+frontend's reading of the same statements (statuses, triple agreement, cost, rules), then
+CMC's evidence with each: gold strings present per hop and packets identical to the
+grammar frontend's (their reader requests are the grammar run's, reused). No reader is
+called; labels are opened only after every packet is built.
+
+    python scripts/frontend_report.py [results/extractions/<frontend>/corpus-<id>.json ...]
+
+Writes results/tables/frontends.{csv,md} and frontends_coverage.{csv,md}.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cmc.errors import DataError, report_data_errors  # noqa: E402
+from cmc.evidence import select_all  # noqa: E402
+from cmc.extraction import Extraction  # noqa: E402
+from cmc.frontends.llm import corpus_of  # noqa: E402
+from cmc.graph import build_memories  # noqa: E402
+from cmc.io import atomic_write_text  # noqa: E402
+from cmc.sources import Dataset  # noqa: E402
+from cmc.targets import instantiate_known  # noqa: E402
+from harness.config import compose  # noqa: E402
+from scoring.diagnostics import gold_in_evidence  # noqa: E402
+from scoring.frontends import coverage_table, evidence_rows, frontend_row  # noqa: E402
+from scoring.tables import markdown  # noqa: E402
+
+
+def histories_of(statements: list[str], dataset: Dataset) -> Dataset:
+    """The dataset restricted to the histories whose unique statements the file holds (an
+    extraction may cover a subset, e.g. the 6K and 32K histories)."""
+    ids = list(dataset.histories)
+    for size in range(len(ids), 0, -1):
+        for subset in itertools.combinations(ids, size):
+            if [r.text for r in corpus_of(dataset.histories[h] for h in subset)] == statements:
+                chosen = set(subset)
+                return Dataset(dataset.name, {h: dataset.histories[h] for h in subset},
+                               tuple(q for q in dataset.questions if q.history_id in chosen))
+    raise DataError(f"the statements of no set of {dataset.name} histories match this extraction's")
+
+
+def packets(cfg, dataset: Dataset, frontend) -> list[dict]:
+    arm = instantiate_known(cfg.arm)
+    return [e.packet() for e in select_all(arm, dataset, build_memories(dataset, frontend))]
+
+
+def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
+    base = compose("arm=cmc")
+    adapter = instantiate_known(base.dataset)
+    dataset = adapter.load()
+    grammar = instantiate_known(base.frontend)
+    rows, evidence = [], []
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        sub = histories_of(data["statements"], dataset)
+        kind = "hybrid" if "hybrid" in data else "llm"
+        cfg = compose("arm=cmc", f"frontend={kind}", f"frontend.frozen={path.resolve()}")
+        corpus = corpus_of(sub.histories.values())
+        extraction = Extraction.from_json(data)
+        scope = "+".join(h.rsplit("_", 1)[-1] for h in sub.histories)
+        name = data["frontend_id"].split("@")[0]  # the name it was made under, not this config's
+        rows.append({"histories": scope, **frontend_row(name, extraction, grammar.extract(corpus), data)})
+        evidence.append((scope, "grammar", sub, packets(base, sub, grammar)))
+        evidence.append((scope, name, sub, packets(cfg, sub, instantiate_known(cfg.frontend))))
+
+    labels = adapter.load_labels()  # every packet is built: labels may be opened now
+    frames, seen = [], set()
+    for scope, name, sub, built in evidence:
+        if (scope, name) in seen:
+            continue
+        seen.add((scope, name))
+        reference = next(p for s, n, _, p in evidence if s == scope and n == "grammar")
+        questions = {q.qid: q for q in sub.questions}
+        gold = {p["question_id"]: gold_in_evidence(sub.histories[questions[p["question_id"]].history_id], p,
+                                                   labels[p["question_id"]]) for p in built}
+        frame = evidence_rows(name, built, {p["question_id"]: p for p in reference}, gold,
+                              {q: questions[q].hop for q in questions})
+        frames.append(frame.assign(histories=scope))
+    write(pd.DataFrame(rows), out / "frontends", "LLM frontends against the grammar frontend (same statements)")
+    coverage = pd.concat([coverage_table(f).assign(histories=f["histories"].iloc[0]) for f in frames])
+    write(coverage[["histories", "frontend", "hop", "n", "gold_present", "same_packet"]], out / "frontends_coverage",
+          "CMC evidence with each frontend: gold strings present, packets identical to the grammar frontend's")
+
+
+def write(frame: pd.DataFrame, stem: Path, title: str) -> None:
+    atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
+    atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{markdown(frame)}\n")
+    print(f"## {title}\n\n{markdown(frame)}\n")
+
+
+if __name__ == "__main__":
+    found = [Path(p) for p in sys.argv[1:]] or sorted((ROOT / "results" / "extractions").glob("*/corpus-*[0-9a-f].json"))
+    if not found:
+        sys.exit("no frozen extraction under results/extractions; pass one")
+    report_data_errors(lambda: main(found))
