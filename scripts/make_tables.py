@@ -111,10 +111,17 @@ def select_slice(args: argparse.Namespace) -> Slice:
     return Slice(cfg, defaults, wanted, sealed, slices, bundles)
 
 
+def engine_label(pin: dict[str, Any]) -> str:
+    """How the reader ran, from its pin: the backend and, for transformers, the dtype (the
+    same reader name runs as float32 in Table 1 and bfloat16 elsewhere: never the same numbers)."""
+    return " ".join(str(pin[key]) for key in ("backend", "engine", "dtype") if pin.get(key))
+
+
 def describe(chosen: Slice, experiment: str, items: pd.DataFrame) -> SliceItems:
     """The views to show and the provenance line and figure caption every output carries."""
     exp = chosen.cfg.experiment
-    readers = ", ".join(sorted(items["reader"].unique()))
+    engines = sorted({engine_label(read_manifest(b).get("reader_pin") or {}) for b in chosen.bundles})
+    readers = ", ".join(sorted(items["reader"].unique())) + f" ({'; '.join(e for e in engines if e) or 'engine not recorded'})"
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
     population = read_manifest(chosen.bundles[0])["population"]
     provenance = (f"Reader: {readers}. Frontend: {chosen.wanted['frontend']}. Population: {population['name']} (n={items['question_id'].nunique()} "
