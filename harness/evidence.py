@@ -22,7 +22,11 @@ log = logging.getLogger(__name__)
 
 
 def evidence_path(cfg: DictConfig) -> Path:
-    return Path(cfg.paths.evidence_dir) / cfg.dataset.name / cfg.frontend.name / f"{cfg.arm.name}.jsonl"
+    """results/evidence/<dataset>[-<lengths>]/<frontend>/<arm>.jsonl: a dataset cut to some
+    length slices (`dataset.lengths`) has fewer packets, so they live apart."""
+    lengths = cfg.dataset.get("lengths")
+    dataset = cfg.dataset.name + (f"-{'+'.join(lengths)}" if lengths else "")
+    return Path(cfg.paths.evidence_dir) / dataset / cfg.frontend.name / f"{cfg.arm.name}.jsonl"
 
 
 def evidence_config(cfg: DictConfig, dataset_pin: dict[str, Any]) -> dict[str, Any]:

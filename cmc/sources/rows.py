@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,10 +34,14 @@ class RowDataset:
         hub_repo: str | None = None,
         hub_revision: str | None = None,
         hub_filename: str | None = None,
+        lengths: Sequence[str] | None = None,
     ) -> None:
         """`sha256` pins a published file; a derived file (MQuAKE-MemStream) is instead
-        checked against the hash its builder wrote into `card` (card.json)."""
+        checked against the hash its builder wrote into `card` (card.json). `lengths` keeps
+        only the histories of these length slices and their questions: what a frontend too
+        slow for the whole corpus (direct LLM extraction on a CPU) is run on."""
         self.name = name
+        self.lengths = None if lengths is None else tuple(lengths)
         self._source = re.compile(rf"{re.escape(name)}_(sh|mh)_(\w+)\Z")
         self._card = card
         self._pin = dict(local=path, sha256=sha256, hub_repo=hub_repo, hub_revision=hub_revision, hub_filename=hub_filename)
@@ -74,6 +78,12 @@ class RowDataset:
     def load(self) -> Dataset:
         rows = self._read()
         parsed = [self._row_fields(i, row) for i, row in enumerate(rows)]
+        if self.lengths is not None:
+            found = list(dict.fromkeys(length for _, length, _, _ in parsed))
+            if unknown := [length for length in self.lengths if length not in found]:
+                raise DataError(f"{self.path}: dataset.lengths {unknown} not among the file's {found}")
+            kept = [i for i, (_, length, _, _) in enumerate(parsed) if length in self.lengths]
+            rows, parsed = [rows[i] for i in kept], [parsed[i] for i in kept]
         contexts_by_length: dict[str, set[str]] = {}
         for (_, length, _, _), row in zip(parsed, rows):
             contexts_by_length.setdefault(length, set()).add(row["context"])
