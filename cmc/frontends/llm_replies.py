@@ -108,24 +108,22 @@ def parse_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, RecordExtr
             raise ValueError("'records' is not a list")
     except (ValueError, KeyError, TypeError) as exc:
         return {}, dict.fromkeys(texts, f"the reply is not a JSON object with a 'records' list ({exc})")
-    accepted: dict[int, RecordExtraction] = {}
-    problems: dict[int, str] = {}
-    seen: set[int] = set()
+    results: dict[int, RecordExtraction | str] = {}
     for entry in entries:
         pos = entry.get("id") if isinstance(entry, dict) else None
         if type(pos) is not int or pos not in texts:
             continue
-        if pos in seen:
-            accepted.pop(pos, None)
-            problems[pos] = "the record was answered twice"
-            continue
-        seen.add(pos)
-        result = _read_entry(pos, texts[pos], entry)
-        if isinstance(result, str):
-            problems[pos] = result
-        else:
-            accepted[pos] = result
-    problems.update({pos: "the record was not answered" for pos in texts if pos not in seen})
+        results[pos] = "the record was answered twice" if pos in results else _read_entry(pos, texts[pos], entry)
+    return _split(results, texts)
+
+
+def _split(results: dict[int, RecordExtraction | str], texts: dict[int, str]
+           ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+    """Each answered record's extraction or problem, as the accepted ones and the problems,
+    every record of the batch left unanswered among the problems."""
+    accepted = {pos: r for pos, r in results.items() if not isinstance(r, str)}
+    problems = {pos: r for pos, r in results.items() if isinstance(r, str)}
+    problems.update({pos: "the record was not answered" for pos in texts if pos not in results})
     return accepted, problems
 
 
@@ -158,17 +156,9 @@ def parse_lines_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, Reco
             while len(fields) > 1 and not fields[-1]:  # "4 | unresolved |"
                 fields.pop()
             rows.setdefault(int(match[1]), []).append(fields)
-    accepted: dict[int, RecordExtraction] = {}
-    problems: dict[int, str] = {}
-    for pos, lines in rows.items():
-        entry = _entry_of_lines(lines)
-        result = entry if isinstance(entry, str) else _read_entry(pos, texts[pos], entry)
-        if isinstance(result, str):
-            problems[pos] = result
-        else:
-            accepted[pos] = result
-    problems.update({pos: "the record was not answered" for pos in texts if pos not in rows})
-    return accepted, problems
+    entries = {pos: _entry_of_lines(lines) for pos, lines in rows.items()}
+    return _split({pos: e if isinstance(e, str) else _read_entry(pos, texts[pos], e) for pos, e in entries.items()},
+                  texts)
 
 
 def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
