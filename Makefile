@@ -92,11 +92,17 @@ tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT
 	$(PY) scripts/make_report.py
 
 EXTRACTOR ?= qwen25_coder_15b_llamacpp
-frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid extraction (EXTRACTOR=..., llama.cpp 1.5B), its report against the grammar, CMC on each frontend
+REPLY_FORMAT ?= lines
+LLM_FRONTEND := reader@frontend.extractor=$(EXTRACTOR) frontend.reply_format=$(REPLY_FORMAT)
+frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements) and direct LLM (6K+32K) extraction, their report against the grammar, CMC on each
 	$(PY) run.py experiment=table7 frontend=grammar
-	$(PY) run.py experiment=table7 frontend=hybrid reader@frontend.extractor=$(EXTRACTOR)
+	$(PY) run.py experiment=table7 frontend=hybrid $(LLM_FRONTEND)
+	$(PY) run.py experiment=table7 frontend=grammar population=short
+	$(PY) run.py experiment=table7 frontend=hybrid $(LLM_FRONTEND) population=short
+	$(PY) run.py experiment=table7 frontend=llm $(LLM_FRONTEND) '+dataset.lengths=[6k,32k]' population=short
 	$(PY) scripts/frontend_report.py
 	$(PY) scripts/make_tables.py table7
+	$(PY) scripts/make_tables.py table7 --population short
 	$(PY) scripts/make_report.py
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)
