@@ -79,10 +79,15 @@ def stored_answers(lookup: Callable[[str], Prediction | None], where: str) -> An
     return answer
 
 
-def bundle_predictions(bundle: Path) -> dict[str, Prediction]:
-    """A method bundle's answers by request id (its rows carry the question id besides)."""
+def predictions_by_id(rows: list[dict[str, Any]]) -> dict[str, Prediction]:
+    """A method bundle's prediction rows by request id (the rows carry the question id besides)."""
     return {row["request_id"]: Prediction.from_json({k: v for k, v in row.items() if k != "question_id"})
-            for row in read_bundle_jsonl(bundle, "predictions.jsonl")}
+            for row in rows}
+
+
+def bundle_predictions(bundle: Path) -> dict[str, Prediction]:
+    """A method bundle's answers by request id."""
+    return predictions_by_id(read_bundle_jsonl(bundle, "predictions.jsonl"))
 
 
 def bundle_rows(run: Run, method: Method, done: list[QuestionRun]) -> dict[str, list[dict[str, Any]]]:

@@ -20,7 +20,7 @@ from cmc.manifest import PATH_REFERENCE
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
 from harness.config import compose
-from harness.methods import bundle_predictions, rerun_over
+from harness.methods import predictions_by_id, rerun_over
 from harness.runs import Run
 from harness.schemas import check_config
 from scoring.metrics import score_output
@@ -120,7 +120,7 @@ def _replay_method(run: Run, bundle: Path, report: ReplayReport, scores_dir: str
     one the bundle answered, in the same order, and give the same trace and answer."""
     predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
     try:
-        rows = rerun_over(run, run.method, bundle_predictions(bundle), str(bundle))
+        rows = rerun_over(run, run.method, predictions_by_id(predictions), str(bundle))  # one read of the file
     except DataError as exc:
         report.mismatches.append(f"calls: {exc}")
         return report

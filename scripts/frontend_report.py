@@ -58,6 +58,7 @@ def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
     dataset = adapter.load()
     grammar = instantiate_known(base.frontend)
     rows, evidence = [], []
+    grammar_packets: dict[str, list[dict]] = {}  # per set of histories: built once, however many files share it
     for path in paths:
         data = json.loads(path.read_text(encoding="utf-8"))
         sub = histories_of(data["statements"], dataset)
@@ -68,16 +69,15 @@ def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
         scope = "+".join(h.rsplit("_", 1)[-1] for h in sub.histories)
         name = data["frontend_id"].split("@")[0]  # the name it was made under, not this config's
         rows.append({"histories": scope, **frontend_row(name, extraction, grammar.extract(corpus), data)})
-        evidence.append((scope, "grammar", sub, packets(base, sub, grammar)))
+        if scope not in grammar_packets:
+            grammar_packets[scope] = packets(base, sub, grammar)
+            evidence.append((scope, "grammar", sub, grammar_packets[scope]))
         evidence.append((scope, name, sub, packets(cfg, sub, instantiate_known(cfg.frontend))))
 
     labels = adapter.load_labels()  # every packet is built: labels may be opened now
-    frames, seen = [], set()
+    frames = []
     for scope, name, sub, built in evidence:
-        if (scope, name) in seen:
-            continue
-        seen.add((scope, name))
-        reference = next(p for s, n, _, p in evidence if s == scope and n == "grammar")
+        reference = grammar_packets[scope]
         questions = {q.qid: q for q in sub.questions}
         gold = {p["question_id"]: gold_in_evidence(sub.histories[questions[p["question_id"]].history_id], p,
                                                    labels[p["question_id"]]) for p in built}

@@ -22,9 +22,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tqdm import tqdm
 
@@ -43,7 +44,15 @@ log = logging.getLogger(__name__)
 # How the extractor answers a batch, and the prompt asking for it: a JSON object (the
 # default), or one compact line per record ("3 | Peru | capital | Lima"), which a small model
 # carries to the last record of a batch (the 1.5B closes its JSON after two or three).
-REPLY_FORMATS = {"json": "extract_direct", "lines": "extract_lines"}
+@dataclass(frozen=True)
+class ReplyFormat:
+    prompt: str        # cmc/prompts/<prompt>.json
+    ask: str           # the request's last line, before the records' span
+    parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
+
+
+REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply),
+                 "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply)}
 
 
 def corpus_of(histories: Iterable[History]) -> History:
@@ -78,8 +87,8 @@ class LLMFrontend:
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
-        self.reply_format = reply_format
-        self.extract_prompt, self.align_prompt = load_prompt(REPLY_FORMATS[reply_format]), load_prompt("align_relations")
+        self.reply_format, self.reply = reply_format, REPLY_FORMATS[reply_format]
+        self.extract_prompt, self.align_prompt = load_prompt(self.reply.prompt), load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
         self.metadata: dict[str, Any] = {}
@@ -230,8 +239,7 @@ class LLMFrontend:
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
-        lines.append(f"Give the JSON for {self._span(batch)}." if self.reply_format == "json"
-                     else f"Write the lines for {self._span(batch)}.")
+        lines.append(f"{self.reply.ask} {self._span(batch)}.")
         return self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
 
     def _align_request(self, catalogue: dict[str, str]) -> Request:
@@ -245,8 +253,7 @@ class LLMFrontend:
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
         prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch))
-        parse = parse_reply if self.reply_format == "json" else parse_lines_reply
-        accepted, rejected = parse(prediction.raw or "", batch)
+        accepted, rejected = self.reply.parse(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected
