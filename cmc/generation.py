@@ -11,6 +11,9 @@ hold for all of them alike:
   there, not as hundreds of error predictions);
 - the scheduler: at most `reader.concurrency` requests in flight, sent in prefix order;
   on Ctrl-C or a failure the requests in flight finish and are kept, nothing else is sent;
+- answers reused across generation caps (`answer_under_cap`): a greedy answer that ended
+  by itself is the answer under any cap it fits in, so a run capped at 32 tokens reads the
+  answers of the same requests capped at 64 (and back) instead of sending them;
 - the counters: requests sent and the reader's prefix-cache counters.
 
 Transport retries inside one call stay with the API reader (they need the HTTP status and
@@ -18,6 +21,7 @@ Retry-After); a request whose call ended in a failure is retried here, on the ne
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from itertools import islice
@@ -42,21 +46,50 @@ def generation_order(requests: Iterable[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.input_ids if r.input_ids is not None else canonical_json(list(r.messages)))
 
 
+def capped(request: Request, cap: int) -> Request:
+    """The same request under another generation cap (max_new_tokens)."""
+    return dataclasses.replace(request, generation={**request.generation, "max_new_tokens": int(cap)})
+
+
+def is_greedy(generation: dict) -> bool:
+    """No sampling: transformers' do_sample=False, or llama.cpp's temperature 0."""
+    return generation.get("do_sample") is False or generation.get("temperature") == 0
+
+
+def answer_under_cap(request: Request, answer: Prediction) -> Prediction | None:
+    """`answer`, given to `request` under another cap, as the answer to `request` when it
+    provably is: the request is greedy and local (its exact input tokens are fixed, unlike an
+    API's), and the answer ended by itself (EOS or a stop string, not the cap) within this
+    request's cap. Greedy decoding reads the cap only to stop, so both caps produce the same
+    tokens and stop at the same one. The answer keeps its donor's id in `runtime`. None when
+    any condition fails (the request is then sent)."""
+    cap = request.generation.get("max_new_tokens")
+    used = answer.usage.get("completion_tokens")
+    if (request.input_ids is None or not is_greedy(request.generation) or not isinstance(cap, int)
+            or answer.error is not None or answer.finish_reason != "stop" or used is None or used > cap):
+        return None
+    return dataclasses.replace(answer, request_id=request.id,
+                               runtime={**answer.runtime, "answer_of_request": answer.request_id})
+
+
 class GenerationService:
     """Generate, cache, journal and count requests for one reader.
 
     `journal` is the committable record of a run or of an LLM extraction (None for callers
     with nothing to resume, such as a one-off call); `also_read` are journals of the
     same run written elsewhere (its shards'), consulted but never written. `on_finished`
-    runs in the calling thread after each fresh prediction is stored (the sittings file)."""
+    runs in the calling thread after each fresh prediction is stored (the sittings file).
+    `reuse_caps` are the other generation caps whose stored answers a request may take
+    (`answer_under_cap`); () sends every request not held under its own id."""
 
     def __init__(self, reader: Reader, store: PredictionStore, journal: PredictionJournal | None = None,
                  on_finished: Callable[[Prediction], None] | None = None, label: str = "generate",
-                 also_read: Sequence[PredictionJournal] = ()) -> None:
+                 also_read: Sequence[PredictionJournal] = (), reuse_caps: Sequence[int] = ()) -> None:
         self.reader, self.store, self.journal = reader, store, journal
         self.also_read = [j for j in also_read if journal is None or j.path != journal.path]
         self.on_finished, self.label = on_finished, label
-        self.sent = 0
+        self.reuse_caps = tuple(int(c) for c in reuse_caps)
+        self.sent = self.reused = 0
         self._preflighted = False
 
     def stored(self, requests: Sequence[Request]) -> tuple[dict[str, Prediction], list[Request]]:
@@ -74,6 +107,9 @@ class GenerationService:
             if (stored is None or stored.error is not None) and request.id in journaled:
                 stored = journaled[request.id]
                 self.store.put(stored)
+            if (stored is None or stored.error is not None) and (stored := self._from_other_cap(request, journaled)):
+                self.store.put(stored)
+                self.reused += 1
             if stored is None or stored.error is not None:
                 pending[request.id] = request
                 continue
@@ -84,12 +120,26 @@ class GenerationService:
             self.journal.append(backfill)
         return done, list(pending.values())
 
+    def _from_other_cap(self, request: Request, journaled: dict[str, Prediction]) -> Prediction | None:
+        """The first answer held for this request under one of `reuse_caps` that is provably
+        its answer under its own cap (None: send it)."""
+        for cap in self.reuse_caps:
+            if cap == request.generation.get("max_new_tokens"):
+                continue
+            donor = capped(request, cap).id
+            held = self.store.get(donor) or journaled.get(donor)
+            if held is not None and (answer := answer_under_cap(request, held)) is not None:
+                return answer
+        return None
+
     def generate(self, requests: Sequence[Request]) -> dict[str, Prediction]:
         """Every request's prediction by id: held successes as they are, the rest sent now.
         A failed call comes back as a prediction with `error` set (stored, not journaled)."""
+        reused_before = self.reused
         done, pending = self.stored(requests)
         level = logging.INFO if len(requests) > 1 else logging.DEBUG  # one-off calls (extraction) stay quiet
-        log.log(level, "%s: %d requests to generate (%d already stored)", self.label, len(pending), len(done))
+        log.log(level, "%s: %d requests to generate (%d already stored, %d of them answers under another cap)",
+                self.label, len(pending), len(done), self.reused - reused_before)
         if pending:
             self.preflight()
         for prediction in self._send(generation_order(pending)):

@@ -18,8 +18,9 @@ PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
 # Dotted keys that are not part of what was measured. allow_errors: a seal-time choice, recorded in the
 # manifest only when failures were sealed; allow_dirty: recorded as the diff itself under `git`;
-# population.shard: how a run was split up (a bundle sealed from shards equals one made in one piece).
-MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty", "population.shard")
+# population.shard: how a run was split up (a bundle sealed from shards equals one made in one piece);
+# reuse_answers_of_caps: where an answer may come from, not what it is (each reused one names its donor).
+MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty", "population.shard", "reuse_answers_of_caps")
 
 
 def _git(root: Path, *args: str) -> str:

@@ -48,7 +48,8 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
         sitting = Sitting(run.sittings_path(), code=git_state(ROOT))
         service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}{run.shard_suffix}",
                                     on_finished=lambda _: sitting.finished(**run.reader.counters()),
-                                    also_read=run.journals())  # shards' journals: done elsewhere
+                                    also_read=run.journals(),  # shards' journals: done elsewhere
+                                    reuse_caps=cfg.get("reuse_answers_of_caps") or ())
         try:
             if run.method is not None:
                 done = generate_method(run, run.method, service.answer)

@@ -1,14 +1,16 @@
 """The generation service on the tiny trained model: what is stored or journaled is never
 sent again, a stored failure is, the journal and the store reconcile both ways, in-flight
-requests stay within the reader's concurrency, and every engine implements the protocol."""
+requests stay within the reader's concurrency, an answer is reused under another cap only
+where decoding under that cap gives the same answer, and every engine implements the protocol."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
 
 from cmc.cache import PredictionStore
-from cmc.generation import GenerationService, generation_order
+from cmc.generation import GenerationService, answer_under_cap, capped, generation_order
 from cmc.journal import PredictionJournal
 from cmc.prompt import load_prompt
 from cmc.readers.base import Prediction, Reader
@@ -107,3 +109,43 @@ def test_every_engine_implements_the_reader_protocol(reader):
     assert isinstance(reader, Reader)
     assert isinstance(OpenAIReader(name="o", base_url="http://127.0.0.1:9/v1", model="m"), Reader)
     assert reader.concurrency == 1 and LlamaCppReader.concurrency == 1
+
+
+def test_an_answer_that_ended_within_a_cap_is_reused_under_that_cap(tmp_path, reader, requests):
+    """The reference is the reader itself: each reused answer equals a fresh generation of the
+    request under its own cap, and a request whose answer would not fit (or did not end by
+    itself) is sent, never served a truncated or longer answer."""
+    store = PredictionStore(tmp_path / "p.sqlite")
+    under_8 = GenerationService(reader, store).generate(requests)  # the tiny model stops after 3-4 tokens
+    assert all(a.finish_reason == "stop" and a.usage["completion_tokens"] <= 4 for a in under_8.values())
+    under_4 = [capped(r, 4) for r in requests]
+    service = GenerationService(reader, store, PredictionJournal(tmp_path / "j.jsonl"), reuse_caps=(2, 8))
+    answers = service.generate(under_4)
+    assert service.sent == 0 and service.reused == len(requests)
+    for request, donor in zip(under_4, requests):
+        fresh = reader.generate(request)
+        assert (answers[request.id].raw, answers[request.id].finish_reason, answers[request.id].usage) == \
+            (fresh.raw, fresh.finish_reason, fresh.usage)
+        assert answers[request.id].runtime["answer_of_request"] == donor.id
+    assert set(PredictionJournal(tmp_path / "j.jsonl").read()) == {r.id for r in under_4}  # committable as this run's
+
+    under_2 = [capped(r, 2) for r in requests]  # every answer above needs 3-4 tokens: none fits
+    tight = GenerationService(reader, store, reuse_caps=(4, 8))
+    cut = tight.generate(under_2)
+    assert tight.sent == len(requests) and tight.reused == 0
+    assert all(p.finish_reason == "length" and p.usage["completion_tokens"] == 2 for p in cut.values())
+    under_16 = [capped(r, 16) for r in requests]  # a cap-2 answer ended at the cap: unknown what follows
+    longer = GenerationService(reader, PredictionStore(tmp_path / "q.sqlite"), reuse_caps=(2,))
+    longer.store.put(cut[under_2[0].id])
+    longer.generate(under_16[:1])
+    assert longer.sent == 1 and longer.reused == 0
+
+
+def test_an_api_or_sampled_answer_is_never_reused_under_another_cap(reader, requests):
+    stored = Prediction(requests[0].id, "Paris", "stop", {"prompt_tokens": 9, "completion_tokens": 2})
+    assert answer_under_cap(capped(requests[0], 4), stored) is not None
+    api = dataclasses.replace(capped(requests[0], 4), input_ids=None)  # a server's tokens are not ours to know
+    sampled = dataclasses.replace(requests[0], generation={"max_new_tokens": 4, "do_sample": True})
+    assert answer_under_cap(api, stored) is None and answer_under_cap(sampled, stored) is None
+    failed = Prediction(requests[0].id, None, error="HTTP 503")
+    assert answer_under_cap(capped(requests[0], 4), failed) is None
