@@ -24,3 +24,13 @@ def test_a_table_number_flows_into_the_report(tmp_path):
     text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
     assert "+47.00 points" in text and "197 wins / 194 ties" in text and "+46.75 points" not in text
     assert "(paper: +56.75)" in text  # the paper's number, from datasets/paper/table1.json
+
+
+def test_an_experiment_without_per_view_paper_cells_reports_the_papers_contrasts(tmp_path):
+    """Table 5's paper file has contrasts only (B.1 gives no per-view cells): the report says
+    so instead of a column of dashes, and each contrast carries the paper's number."""
+    text = write_report(TABLES, PAPER, tmp_path / "REPORT.md").read_text()
+    section = text.split("\n## table5\n", 1)[1].split("\n## ", 1)[0]
+    assert "no per-view cells; its contrasts are given beside ours below" in section
+    assert "| SH paper |" not in section
+    assert "stale_closure vs disjoint_random, all:" in section and "(paper: +18.38)" in section
