@@ -138,8 +138,9 @@ class GenerationService:
         reused_before = self.reused
         done, pending = self.stored(requests)
         level = logging.INFO if len(requests) > 1 else logging.DEBUG  # one-off calls (extraction) stay quiet
-        log.log(level, "%s: %d requests to generate (%d already stored, %d of them answers under another cap)",
-                self.label, len(pending), len(done), self.reused - reused_before)
+        reused = self.reused - reused_before
+        log.log(level, "%s: %d requests to generate (%d already stored%s)", self.label, len(pending), len(done),
+                f", {reused} of them answers under another cap" if reused else "")
         if pending:
             self.preflight()
         for prediction in self._send(generation_order(pending)):
