@@ -107,7 +107,7 @@ class GenerationService:
             if (stored is None or stored.error is not None) and request.id in journaled:
                 stored = journaled[request.id]
                 self.store.put(stored)
-            if (stored is None or stored.error is not None) and (stored := self._from_other_cap(request, journaled)):
+            if (stored is None or stored.error is not None) and (stored := self._from_other_cap(request)):
                 self.store.put(stored)
                 self.reused += 1
             if stored is None or stored.error is not None:
@@ -120,14 +120,15 @@ class GenerationService:
             self.journal.append(backfill)
         return done, list(pending.values())
 
-    def _from_other_cap(self, request: Request, journaled: dict[str, Prediction]) -> Prediction | None:
-        """The first answer held for this request under one of `reuse_caps` that is provably
-        its answer under its own cap (None: send it)."""
+    def _from_other_cap(self, request: Request) -> Prediction | None:
+        """The first answer stored for this request under one of `reuse_caps` that is provably
+        its answer under its own cap (None: send it). Only the store is read: a run's journal
+        holds its own cap's answers (the cap is frozen config), so donors are other runs'."""
         for cap in self.reuse_caps:
             if cap == request.generation.get("max_new_tokens"):
                 continue
             donor = capped(request, cap).id
-            held = self.store.get(donor) or journaled.get(donor)
+            held = self.store.get(donor)
             if held is not None and (answer := answer_under_cap(request, held)) is not None:
                 return answer
         return None
