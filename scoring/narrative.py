@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from cmc.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-SECTIONS = ("contrasts", "selection", "key_change", "by_length", "coverage", "cost", "outcomes")
+SECTIONS = ("contrasts", "non_overflow", "selection", "key_change", "by_length", "coverage", "cost", "outcomes")
 EXPERIMENTS = ("table", "depth", "ports")  # main tables' name prefixes (table1, table5, depth, ports, ...)
 # Generated files included whole, after the experiments: (title, path under results/).
 DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
@@ -26,6 +26,8 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
                ("Disjoint random token matching (scripts/token_match.py)", "tables/disjoint_token_match.md"),
                ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
+               ("Table 7 analogue on the 6K and 32K histories, where every frontend has run (make frontends)",
+                "tables/table7_short_readers.md"),
                ("LLM frontends against the grammar frontend (scripts/frontend_report.py)", "tables/frontends.md"),
                ("CMC evidence with each frontend (scripts/frontend_report.py)", "tables/frontends_coverage.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),

@@ -31,7 +31,7 @@ from cmc.vault import LabelVault  # noqa: E402
 from scoring.coverage import coverage_table  # noqa: E402
 from scoring.methods import cost_table, outcome_table  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
-from scoring.paired import interaction_contrast  # noqa: E402
+from scoring.interaction import non_overflow_table  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
                             reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
@@ -156,18 +156,12 @@ def write_contrasts(out: Tables, items: pd.DataFrame, exp: Any, by_arm: dict[str
 
 
 def write_non_overflow(out: Tables, items: pd.DataFrame) -> None:
-    """Appendix B.1: the four-arm interaction on every length but the longest."""
-    if not {"cmc", "latest_state_full", "stale_closure", "raw_history"} <= set(items["arm"]):
-        return
-    lengths = length_order(items["length"])[:-1]  # appendix B.1 non-overflow population: all but the longest
-    sub = accuracy(items[items["length"].isin(lengths)], ["arm", "hop"]).set_index(["arm", "hop"])
-    rows = [{"hop": hop, **{arm: round(sub.loc[(arm, hop), "accuracy"], 2) for arm in
-                            ("cmc", "latest_state_full", "stale_closure", "raw_history")},
-             "interaction": round(interaction_contrast(
-                 cmc=sub.loc[("cmc", hop), "accuracy"], latest_state=sub.loc[("latest_state_full", hop), "accuracy"],
-                 stale_closure=sub.loc[("stale_closure", hop), "accuracy"],
-                 raw_history=sub.loc[("raw_history", hop), "accuracy"]), 2)} for hop in ("sh", "mh")]
-    out.write(pd.DataFrame(rows), "_non_overflow", f"non-overflow population ({', '.join(lengths)})")
+    """Appendix B.1 / Table 6: the four-arm interaction on every length but the longest."""
+    made = non_overflow_table(items)
+    if made is not None:
+        table, lengths = made
+        out.write(table, "_non_overflow", f"non-overflow population ({', '.join(lengths)}); truncated_prompts counts "
+                                          "prompts cut by the character budget or this reader's input cap")
 
 
 def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables: Path, experiment: str) -> None:

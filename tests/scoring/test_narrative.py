@@ -34,3 +34,19 @@ def test_an_experiment_without_per_view_paper_cells_reports_the_papers_contrasts
     assert "no per-view cells; its contrasts are given beside ours below" in section
     assert "| SH paper |" not in section
     assert "stale_closure vs disjoint_random, all:" in section and "(paper: +18.38)" in section
+
+
+def test_the_non_overflow_table_sits_beside_the_papers_table6(tmp_path):
+    """Table 6 comes from table5_non_overflow.csv and datasets/paper/table5.json: our cell,
+    then the paper's, and the truncated prompts left in the population."""
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    (tables / "table5_non_overflow.csv").write_text(
+        "hop,cmc,latest_state_full,stale_closure,raw_history,interaction,questions,truncated_prompts,truncated_raw_history\n"
+        "sh,95.0,90.0,30.0,20.0,-5.0,300,110,100\nmh,70.0,20.0,15.0,4.0,39.0,300,120,100\n")
+    (tables / "table5_non_overflow.md").write_text("## table5: non-overflow\n\n| our markdown |\n")
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    section = text.split("\n## table5\n", 1)[1].split("\n## ", 1)[0]
+    assert "### Non-overflow population (paper Table 6)" in section and "| our markdown |" in section
+    assert "| mh | 70.00 / 85.67 | 20.00 / 27.00 | 15.00 / 15.67 | 4.00 / 3.33 | +39.00 / +46.33 | 120 of 1200 |" in section
+    assert "| sh | 95.00 / 97.67 |" in section and "-5.00 / +5.00" in section
