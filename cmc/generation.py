@@ -27,11 +27,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from itertools import islice
 from typing import Callable, Iterable, Iterator, Sequence
 
-from tqdm import tqdm
-
 from cmc.cache import PredictionStore
 from cmc.io import canonical_json
 from cmc.journal import PredictionJournal
+from cmc.progress import Progress
 from cmc.readers.base import Prediction, Reader, Request
 
 log = logging.getLogger(__name__)
@@ -80,15 +79,18 @@ class GenerationService:
     same run written elsewhere (its shards'), consulted but never written. `on_finished`
     runs in the calling thread after each fresh prediction is stored (the sittings file).
     `reuse_caps` are the other generation caps whose stored answers a request may take
-    (`answer_under_cap`); () sends every request not held under its own id."""
+    (`answer_under_cap`); () sends every request not held under its own id. Without a
+    terminal, progress is logged every `progress_every_s` seconds (cmc/progress.py)."""
 
     def __init__(self, reader: Reader, store: PredictionStore, journal: PredictionJournal | None = None,
                  on_finished: Callable[[Prediction], None] | None = None, label: str = "generate",
-                 also_read: Sequence[PredictionJournal] = (), reuse_caps: Sequence[int] = ()) -> None:
+                 also_read: Sequence[PredictionJournal] = (), reuse_caps: Sequence[int] = (),
+                 progress_every_s: float = 300.0) -> None:
         self.reader, self.store, self.journal = reader, store, journal
         self.also_read = [j for j in also_read if journal is None or j.path != journal.path]
         self.on_finished, self.label = on_finished, label
         self.reuse_caps = tuple(int(c) for c in reuse_caps)
+        self.progress_every_s = progress_every_s
         self.sent = self.reused = 0
         self._preflighted = False
 
@@ -178,7 +180,7 @@ class GenerationService:
             return
         workers = max(1, int(self.reader.concurrency))
         queue = iter(ordered)
-        progress = tqdm(total=len(ordered), desc=self.label, disable=None, mininterval=2)
+        progress = Progress(self.label, len(ordered), every_s=self.progress_every_s)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"gen-{self.reader.name}") as pool:
             in_flight: set[Future[Prediction]] = {pool.submit(self.reader.generate, r) for r in islice(queue, workers)}
             try:
@@ -186,7 +188,7 @@ class GenerationService:
                     for future in wait(in_flight, return_when=FIRST_COMPLETED).done:
                         in_flight.discard(future)
                         yield self._keep(future.result())
-                        progress.update(1)
+                        progress.update()
                         in_flight |= {pool.submit(self.reader.generate, r) for r in islice(queue, 1)}
             except BaseException:
                 for future in wait(in_flight).done:

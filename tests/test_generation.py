@@ -5,6 +5,7 @@ where decoding under that cap gives the same answer, and every engine implements
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 
 import pytest
@@ -149,3 +150,11 @@ def test_an_api_or_sampled_answer_is_never_reused_under_another_cap(reader, requ
     assert answer_under_cap(api, stored) is None and answer_under_cap(sampled, stored) is None
     failed = Prediction(requests[0].id, None, error="HTTP 503")
     assert answer_under_cap(capped(requests[0], 4), failed) is None
+
+
+def test_without_a_terminal_the_service_logs_its_progress(tmp_path, reader, requests, caplog):
+    service = GenerationService(reader, PredictionStore(tmp_path / "p.sqlite"), label="view", progress_every_s=0)
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        service.generate(requests)
+    lines = [m for m in caplog.messages if m.startswith("view: ") and " sent (" in m]
+    assert [line.split(" sent")[0] for line in lines] == [f"view: {k} of {len(requests)}" for k in range(1, len(requests))]

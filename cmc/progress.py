@@ -1,0 +1,45 @@
+"""Progress of a long generation: a bar on a terminal, a log line in a log.
+
+A view on a CPU generates for an hour or more, most often under nohup or a cluster job
+whose output is a file, where tqdm (rightly) stays silent. There the user still needs to
+know that it moves and when it ends, so every `every_s` seconds one INFO line gives the
+count, the rate and the time left.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    """Count finished requests of one batch; report as a bar or as periodic log lines."""
+
+    def __init__(self, label: str, total: int, every_s: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.total, self.every_s, self.clock = label, total, every_s, clock
+        self.bar = tqdm(total=total, desc=label, disable=None, mininterval=2)  # None: off when not a terminal
+        self.done = 0
+        self.started = self.reported = clock()
+
+    def update(self) -> None:
+        self.done += 1
+        self.bar.update(1)
+        now = self.clock()
+        if self.bar.disable and self.done < self.total and now - self.reported >= self.every_s:
+            self.reported = now
+            log.info("%s", self.line(now))
+
+    def line(self, now: float) -> str:
+        """'label: 120 of 400 sent (15.0 a minute, about 19 min left)'."""
+        elapsed = max(now - self.started, 1e-9)
+        per_minute = 60.0 * self.done / elapsed
+        left_min = (self.total - self.done) / per_minute if per_minute > 0 else float("inf")
+        return f"{self.label}: {self.done} of {self.total} sent ({per_minute:.1f} a minute, about {left_min:.0f} min left)"
+
+    def close(self) -> None:
+        self.bar.close()

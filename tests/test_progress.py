@@ -1,0 +1,44 @@
+"""Without a terminal (nohup, a cluster job's log file) a long generation still reports:
+a log line every `every_s` seconds with the count, the rate and the time left."""
+from __future__ import annotations
+
+import logging
+
+from cmc.progress import Progress
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_line_every_interval_with_rate_and_time_left(caplog):
+    clock = FakeClock()
+    progress = Progress("view", 100, every_s=300, clock=clock)
+    assert progress.bar.disable  # pytest captures stdout: not a terminal
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        for _ in range(30):  # 30 requests in 2 minutes: no line yet
+            clock.now += 4
+            progress.update()
+        assert caplog.messages == []
+        for _ in range(50):  # 50 more in 5 minutes: one line once 300 s have passed
+            clock.now += 6
+            progress.update()
+    progress.close()
+    assert len(caplog.messages) == 1
+    # The line came at the 60th request (300 s after the start): 12.0 a minute, 40 left.
+    assert caplog.messages[0] == "view: 60 of 100 sent (12.0 a minute, about 3 min left)"
+
+
+def test_the_last_request_is_not_reported_as_progress(caplog):
+    clock = FakeClock()
+    progress = Progress("view", 2, every_s=0, clock=clock)
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        clock.now += 1
+        progress.update()
+        clock.now += 1
+        progress.update()
+    assert caplog.messages == ["view: 1 of 2 sent (60.0 a minute, about 0 min left)"]
