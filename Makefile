@@ -103,6 +103,8 @@ frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements
 	$(PY) scripts/frontend_report.py
 	$(PY) scripts/make_tables.py table7
 	$(PY) scripts/make_tables.py table7 --population short
+	$(PY) scripts/make_tables.py table7 --population short --frontend llm_$(REPLY_FORMAT)_$(EXTRACTOR)
+	$(PY) scripts/make_tables.py table7 --population short --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
 	$(PY) scripts/make_report.py
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)

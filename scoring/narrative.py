@@ -28,6 +28,8 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
                ("Table 7 analogue on the 6K and 32K histories, where every frontend has run (make frontends)",
                 "tables/table7_short_readers.md"),
+               ("Table 7 on the 6K and 32K histories: selection against reader, per frontend (make frontends)",
+                "tables/table7_short*_selection.md"),
                ("LLM frontends against the grammar frontend (scripts/frontend_report.py)", "tables/frontends.md"),
                ("CMC evidence with each frontend (scripts/frontend_report.py)", "tables/frontends_coverage.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
@@ -71,14 +73,14 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
 
 
 def diagnostic_sections(results: Path) -> list[dict[str, str]]:
-    """The generated diagnostics that exist, each without its own top heading."""
+    """The generated diagnostics that exist, each without its own top heading. A path with
+    a '*' stands for every matching file, in name order (one per frontend, say)."""
     found = []
-    for title, relative in DIAGNOSTICS:
-        path = results / relative
-        if path.is_file():
+    for title, pattern in DIAGNOSTICS:
+        for path in sorted(results.glob(pattern)):
             lines = path.read_text(encoding="utf-8").strip().splitlines()
             body = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
-            found.append({"title": title, "source": f"results/{relative}", "markdown": body})
+            found.append({"title": title, "source": f"results/{path.relative_to(results).as_posix()}", "markdown": body})
     return found
 
 

@@ -50,3 +50,14 @@ def test_the_non_overflow_table_sits_beside_the_papers_table6(tmp_path):
     assert "### Non-overflow population (paper Table 6)" in section and "| our markdown |" in section
     assert "| mh | 70.00 / 85.67 | 20.00 / 27.00 | 15.00 / 15.67 | 4.00 / 3.33 | +39.00 / +46.33 | 120 of 1200 |" in section
     assert "| sh | 95.00 / 97.67 |" in section and "-5.00 / +5.00" in section
+
+
+def test_a_diagnostic_pattern_includes_every_matching_table(tmp_path):
+    """Table 7's selection tables are one per frontend: each one found is in the report."""
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    for frontend in ("alpha", "beta"):
+        (tables / f"table7_short_{frontend}_selection.md").write_text(f"## t\n\n| {frontend} rows |\n")
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    assert "From `results/tables/table7_short_alpha_selection.md`.\n\n| alpha rows |" in text
+    assert "From `results/tables/table7_short_beta_selection.md`.\n\n| beta rows |" in text
