@@ -16,7 +16,7 @@ from cmc.prompt import Prompt, load_prompt
 from cmc.readers.base import Request
 from cmc.readers.base import strip_think
 from cmc.readers.compute import auto_dtype
-from cmc.readers.hf import HFReader, common_prefix_len
+from cmc.readers.hf import QUESTION_ROOM, HFReader, common_prefix_len
 from cmc.readers.models import HubModel, LocalModel
 from scoring.metrics import parse_answer
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
@@ -73,6 +73,38 @@ def test_input_cap_left_truncates_evidence_only(tiny_model_dir: Path, prompt: Pr
     assert capped.input_ids[-12:] == full.input_ids[-12:]  # query tail and generation prompt intact
     with pytest.raises(DataError, match="cannot hold the prompt"):
         make_reader(tiny_model_dir, max_input_tokens=20).prepare(prompt, long_evidence, QA[0][0])
+
+
+def test_every_question_over_one_evidence_gets_the_same_cut(tiny_model_dir: Path, prompt: Prompt) -> None:
+    """Over the cap, the evidence is cut for the rendering without its question (QUESTION_ROOM
+    tokens left free), so questions of different lengths share one prefix and a long view is
+    prefilled once per evidence, not once per question; a question longer than the room cuts
+    further, and a cap smaller than the room still cuts per question."""
+    long_evidence = EVIDENCE + "".join(f"{i}. The mayor of Town{i} is Person{i}.\n" for i in range(12, 400))
+    reader = make_reader(tiny_model_dir)
+    cap = len(reader.prepare(prompt, long_evidence, QA[0][0]).input_ids) - 300
+    capped = make_reader(tiny_model_dir, max_input_tokens=cap)
+    short, longer = QA[0][0], QA[0][0] + " Please answer with the name of the person only, nothing else."
+    a, b = (capped.prepare(prompt, long_evidence, q) for q in (short, longer))
+    assert a.evidence_truncated_tokens == b.evidence_truncated_tokens > 0
+    assert len(a.input_ids) <= cap and len(b.input_ids) <= cap
+    starts = [s for s, _ in capped.tokenizer(long_evidence, add_special_tokens=False,
+                                              return_offsets_mapping=True)["offset_mapping"]]
+    cut = a.evidence_truncated_tokens
+    # Everything before the question is shared: system, the cut evidence, the query's lead-in.
+    head = capped._render(prompt, long_evidence[starts[cut]:], "")[1]
+    assert common_prefix_len(a.input_ids, b.input_ids) >= common_prefix_len(a.input_ids, head) > cap // 2
+    # The cut is the fewest tokens that leave the room free: one token fewer would not.
+    assert len(capped._render(prompt, long_evidence[starts[cut]:], "")[1]) <= cap - QUESTION_ROOM
+    assert len(capped._render(prompt, long_evidence[starts[cut - 1]:], "")[1]) > cap - QUESTION_ROOM
+    # A question longer than the room cuts further; still within the cap.
+    huge = short + " " + " ".join(["Town12"] * QUESTION_ROOM)
+    c = capped.prepare(prompt, long_evidence, huge)
+    assert c.evidence_truncated_tokens > cut and len(c.input_ids) <= cap
+    # A cap smaller than the room: cut per question, as small as fits.
+    small_cap = len(capped._render(prompt, "", short)[1]) + 40
+    d = make_reader(tiny_model_dir, max_input_tokens=small_cap).prepare(prompt, long_evidence, short)
+    assert len(d.input_ids) <= small_cap and d.messages[1]["content"] != prompt.messages("", short)[1]["content"]
 
 
 def test_greedy_generation_is_deterministic_and_parses(reader: HFReader, prompt: Prompt) -> None:
