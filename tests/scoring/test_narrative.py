@@ -42,14 +42,17 @@ def test_the_non_overflow_table_sits_beside_the_papers_table6(tmp_path):
     tables = tmp_path / "tables"
     shutil.copytree(TABLES, tables)
     (tables / "table5_non_overflow.csv").write_text(
-        "hop,cmc,latest_state_full,stale_closure,raw_history,interaction,questions,truncated_prompts,truncated_raw_history\n"
-        "sh,95.0,90.0,30.0,20.0,-5.0,300,110,100\nmh,70.0,20.0,15.0,4.0,39.0,300,120,100\n")
+        "population,lengths,hop,cmc,latest_state_full,stale_closure,raw_history,interaction,questions,"
+        "truncated_prompts,truncated_raw_history\n"
+        "paper,6k+32k+64k,sh,95.0,90.0,30.0,20.0,-5.0,300,110,100\npaper,6k+32k+64k,mh,70.0,20.0,15.0,4.0,39.0,300,120,100\n"
+        "untruncated,6k+32k,sh,96.0,91.0,31.0,21.0,-5.0,200,0,0\nuntruncated,6k+32k,mh,71.0,21.0,16.0,5.0,39.0,200,0,0\n")
     (tables / "table5_non_overflow.md").write_text("## table5: non-overflow\n\n| our markdown |\n")
     text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
     section = text.split("\n## table5\n", 1)[1].split("\n## ", 1)[0]
     assert "### Non-overflow population (paper Table 6)" in section and "| our markdown |" in section
     assert "| mh | 70.00 / 85.67 | 20.00 / 27.00 | 15.00 / 15.67 | 4.00 / 3.33 | +39.00 / +46.33 | 120 of 1200 |" in section
     assert "| sh | 95.00 / 97.67 |" in section and "-5.00 / +5.00" in section
+    assert "| mh | 71.00 / 85.67 |" not in section  # the untruncated population is not the paper's
 
 
 def test_a_diagnostic_pattern_includes_every_matching_table(tmp_path):
