@@ -17,18 +17,23 @@ log = logging.getLogger(__name__)
 
 
 class Progress:
-    """Count finished requests of one batch; report as a bar or as periodic log lines."""
+    """Count finished items of one batch; report as a bar or as periodic log lines."""
 
-    def __init__(self, label: str, total: int, every_s: float = 300.0,
+    def __init__(self, label: str, total: int, every_s: float = 300.0, done_word: str = "sent",
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.label, self.total, self.every_s, self.clock = label, total, every_s, clock
+        self.label, self.total, self.every_s, self.done_word, self.clock = label, total, every_s, done_word, clock
         self.bar = tqdm(total=total, desc=label, disable=None, mininterval=2)  # None: off when not a terminal
         self.done = 0
         self.started = self.reported = clock()
 
-    def update(self) -> None:
-        self.done += 1
-        self.bar.update(1)
+    def update(self, count: int = 1) -> None:
+        self.set(self.done + count)
+
+    def set(self, done: int) -> None:
+        """Move to `done` (it may go back: a rejected rule gives statements back)."""
+        self.done = done
+        self.bar.n = done
+        self.bar.refresh()
         now = self.clock()
         if self.bar.disable and self.done < self.total and now - self.reported >= self.every_s:
             self.reported = now
@@ -38,8 +43,8 @@ class Progress:
         """'label: 120 of 400 sent (15.0 a minute, about 19 min left)'."""
         elapsed = max(now - self.started, 1e-9)
         per_minute = 60.0 * self.done / elapsed
-        left_min = (self.total - self.done) / per_minute if per_minute > 0 else float("inf")
-        return f"{self.label}: {self.done} of {self.total} sent ({per_minute:.1f} a minute, about {left_min:.0f} min left)"
+        left = f"about {(self.total - self.done) / per_minute:.0f} min left" if per_minute > 0 else "none yet"
+        return f"{self.label}: {self.done} of {self.total} {self.done_word} ({per_minute:.1f} a minute, {left})"
 
     def close(self) -> None:
         self.bar.close()

@@ -42,3 +42,16 @@ def test_the_last_request_is_not_reported_as_progress(caplog):
         clock.now += 1
         progress.update()
     assert caplog.messages == ["view: 1 of 2 sent (60.0 a minute, about 0 min left)"]
+
+
+def test_a_count_that_goes_back_is_reported_as_it_is(caplog):
+    """The hybrid frontend's settled statements drop when a rule is rejected."""
+    clock = FakeClock()
+    progress = Progress("hybrid 6k", 1000, every_s=60, done_word="statements settled", clock=clock)
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        clock.now += 60
+        progress.set(600)
+        clock.now += 60
+        progress.set(450)
+    assert caplog.messages == ["hybrid 6k: 600 of 1000 statements settled (600.0 a minute, about 1 min left)",
+                               "hybrid 6k: 450 of 1000 statements settled (225.0 a minute, about 2 min left)"]

@@ -28,12 +28,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tqdm import tqdm
 
 from cmc.extraction import Extraction, RecordExtraction
 from cmc.frontends.llm import LLMFrontend, learn
 from cmc.frontends.llm_calls import ExtractorCalls
 from cmc.frontends.rules import RULES_VERSION, Rule, RuleBook
+from cmc.progress import Progress
 from cmc.records import History, Record
 
 
@@ -86,7 +86,7 @@ class HybridFrontend(LLMFrontend):
         direct: dict[int, RecordExtraction] = {}
         covered: dict[int, tuple[Rule, RecordExtraction]] = {}
         rounds = 0
-        progress = tqdm(total=len(corpus), desc=f"hybrid {corpus.history_id}", disable=None, mininterval=2)
+        progress = Progress(f"hybrid {corpus.history_id}", len(corpus), done_word="statements settled")
         while due := list(dict.fromkeys([*book.due_checks(direct),
                                          *(r.pos for r in corpus if r.pos not in direct and r.pos not in covered)])):
             rounds += 1
@@ -98,8 +98,7 @@ class HybridFrontend(LLMFrontend):
                 learn(catalogue, batch, accepted)
             self._review(calls, corpus, book, direct, catalogue)
             covered = book.cover(direct)
-            progress.n = len(direct) + len(covered)  # a rejected rule can give statements back
-            progress.refresh()
+            progress.set(len(direct) + len(covered))  # a rejected rule can give statements back
         progress.close()
         records = [direct[r.pos] if r.pos in direct else covered[r.pos][1] for r in corpus]
         extraction, alignment = self.finish(corpus, calls, catalogue, records)

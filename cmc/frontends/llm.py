@@ -27,14 +27,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from tqdm import tqdm
-
 from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends.llm_calls import ExtractorCalls
 from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
                                       parse_lines_reply, parse_reply)
 from cmc.io import atomic_write_text, canonical_json, sha256_text
+from cmc.progress import Progress
 from cmc.prompt import load_prompt
 from cmc.readers.base import Reader, Request
 from cmc.records import History, Record
@@ -193,13 +192,15 @@ class LLMFrontend:
         catalogue: dict[str, str] = {}  # relation -> the first statement that used it (alignment's example)
         records: list[RecordExtraction] = []
         given_up = 0
-        starts = range(0, len(corpus), self.batch_records)
-        for start in tqdm(starts, desc=f"extract {corpus.history_id}", disable=None, mininterval=2):
+        progress = Progress(f"extract {corpus.history_id}", len(corpus), done_word="statements extracted")
+        for start in range(0, len(corpus), self.batch_records):
             batch = corpus.records[start:start + self.batch_records]
             accepted, problems = self.extract_batch(calls, batch, catalogue)
             given_up += len(problems)
             records += [accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch]
             learn(catalogue, batch, accepted)
+            progress.update(len(batch))
+        progress.close()
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
         log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
         return extraction, {"alignment": alignment}
