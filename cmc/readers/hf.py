@@ -23,10 +23,10 @@ from cmc.io import canonical_json, sha256_text
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, check_greedy, cut_at_stop, strip_think
 from cmc.readers.compute import DTYPES, cpu_summary, resolve_dtype
+from cmc.readers.input_cap import evidence_cut, kept_evidence
 from cmc.readers.models import ModelSource
 
 IDENTITY_SCHEME = 2  # what a request id covers; see HFReader.pin
-QUESTION_ROOM = 128  # tokens an over-cap evidence leaves for the question (see HFReader.prepare)
 
 def common_prefix_len(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     n = min(len(a), len(b))
@@ -180,27 +180,19 @@ class HFReader:
 
     def prepare(self, prompt: Prompt, evidence: str, question: str) -> Request:
         """Tokenize the chat; over the input cap, drop the evidence's oldest tokens (its own
-        tokenization) until the whole rendering fits. The messages keep the cut evidence, so
-        re-rendering them reproduces the input ids exactly.
-
-        The cut is made for the rendering without its question, leaving QUESTION_ROOM tokens
-        free, so every question over one evidence gets the same cut and shares one prefix: cut
-        to fit each question exactly, questions of different lengths start the evidence at
-        different tokens, and a long view (a raw history at the cap) is prefilled once per
-        question instead of once per history (~10 minutes each for 32K tokens on one CPU
-        core). A longer question cuts further; a cap too small for the room cuts per question."""
+        tokenization), one cut per evidence (cmc/readers/input_cap.py). The messages keep the
+        cut evidence, so re-rendering them reproduces the input ids exactly."""
         messages, ids = self._render(prompt, evidence, question)
         cut, kept = 0, evidence
         cap = self.max_input_tokens
         if cap is not None and len(ids) > cap:
             starts = [s for s, _ in self.tokenizer(
                 evidence, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
-            cut = self._cut_to_fit(prompt, evidence, "", starts, cap - QUESTION_ROOM, 0) or 0
-            cut = self._cut_to_fit(prompt, evidence, question, starts, cap, cut)
+            cut = evidence_cut(lambda e, q: self._render(prompt, e, q)[1], starts, evidence, question, cap)
             if cut is None:
                 raise DataError(f"{self.name}: input cap {cap} cannot hold the prompt without evidence "
                                 f"({len(self._render(prompt, '', question)[1])} tokens)")
-            kept = evidence[starts[cut]:] if cut < len(starts) else ""
+            kept = kept_evidence(evidence, starts, cut)
             messages, ids = self._render(prompt, kept, question)
         if self.prefix_cache:
             # The question-independent head (system, evidence, query text before the
@@ -210,21 +202,6 @@ class HFReader:
             reader=self.name, pin=self.pin, prompt_version=prompt.version, messages=tuple(messages),
             generation={"max_new_tokens": self.max_new_tokens, "do_sample": False},
             input_ids=tuple(ids), evidence_truncated_tokens=cut)
-
-    def _cut_to_fit(self, prompt: Prompt, evidence: str, question: str, starts: list[int], cap: int,
-                    cut: int) -> int | None:
-        """The fewest oldest evidence tokens (at least `cut`) to drop for the rendering to fit
-        `cap`; None when even no evidence does not fit."""
-        kept = evidence[starts[cut]:] if cut < len(starts) else ""
-        ids = self._render(prompt, kept, question)[1]
-        while len(ids) > cap:
-            if cut == len(starts):
-                return None
-            # Boundary merges make the rendered count move by about, not exactly, the cut.
-            cut = min(len(starts), cut + len(ids) - cap)
-            kept = evidence[starts[cut]:] if cut < len(starts) else ""
-            ids = self._render(prompt, kept, question)[1]
-        return cut
 
     def prepare_completion(self, text: str, prompt_version: str, max_new_tokens: int, stop: Sequence[str] = (),
                            temperature: float = 0.0) -> Request:

@@ -16,7 +16,8 @@ from cmc.prompt import Prompt, load_prompt
 from cmc.readers.base import Request
 from cmc.readers.base import strip_think
 from cmc.readers.compute import auto_dtype
-from cmc.readers.hf import QUESTION_ROOM, HFReader, common_prefix_len
+from cmc.readers.hf import HFReader, common_prefix_len
+from cmc.readers.input_cap import QUESTION_ROOM
 from cmc.readers.models import HubModel, LocalModel
 from scoring.metrics import parse_answer
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
