@@ -188,12 +188,12 @@ class HFReader:
         if cap is not None and len(ids) > cap:
             starts = [s for s, _ in self.tokenizer(
                 evidence, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
-            cut = evidence_cut(lambda e, q: self._render(prompt, e, q)[1], starts, evidence, question, cap)
-            if cut is None:
+            fitted = evidence_cut(lambda e, q: self._render(prompt, e, q), starts, evidence, question, cap)
+            if fitted is None:
                 raise DataError(f"{self.name}: input cap {cap} cannot hold the prompt without evidence "
                                 f"({len(self._render(prompt, '', question)[1])} tokens)")
+            cut, (messages, ids) = fitted
             kept = kept_evidence(evidence, starts, cut)
-            messages, ids = self._render(prompt, kept, question)
         if self.prefix_cache:
             # The question-independent head (system, evidence, query text before the
             # question): tokens shared with the same rendering without a question.

@@ -11,11 +11,12 @@ the room cuts further; a cap smaller than the room cuts per question.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 QUESTION_ROOM = 128  # tokens an over-cap evidence leaves for the question
 
-Render = Callable[[str, str], Sequence[int]]  # (evidence, question) -> the whole input's token ids
+# (evidence, question) -> (messages, the whole input's token ids): the reader's rendering
+Render = Callable[[str, str], tuple[Any, Sequence[int]]]
 
 
 def kept_evidence(evidence: str, starts: Sequence[int], cut: int) -> str:
@@ -23,22 +24,24 @@ def kept_evidence(evidence: str, starts: Sequence[int], cut: int) -> str:
     return evidence[starts[cut]:] if cut < len(starts) else ""
 
 
-def evidence_cut(render: Render, starts: Sequence[int], evidence: str, question: str, cap: int) -> int | None:
+def evidence_cut(render: Render, starts: Sequence[int], evidence: str, question: str,
+                 cap: int) -> tuple[int, tuple[Any, Sequence[int]]] | None:
     """How many of the evidence's oldest tokens to drop for the input to fit `cap`, the same
-    for every question that fits the room; None when even no evidence does not fit."""
-    cut = fewest_cut(render, starts, evidence, "", cap - QUESTION_ROOM, 0) or 0
-    return fewest_cut(render, starts, evidence, question, cap, cut)
+    for every question that fits the room, and the rendering at that cut (so the caller does
+    not tokenize it again); None when even no evidence does not fit."""
+    head = fewest_cut(render, starts, evidence, "", cap - QUESTION_ROOM, 0)
+    return fewest_cut(render, starts, evidence, question, cap, head[0] if head else 0)
 
 
 def fewest_cut(render: Render, starts: Sequence[int], evidence: str, question: str, cap: int,
-               cut: int) -> int | None:
+               cut: int) -> tuple[int, tuple[Any, Sequence[int]]] | None:
     """The fewest oldest evidence tokens (at least `cut`) to drop for the rendering to fit
-    `cap`; None when even no evidence does not fit."""
-    ids = render(kept_evidence(evidence, starts, cut), question)
-    while len(ids) > cap:
+    `cap`, with that rendering; None when even no evidence does not fit."""
+    rendered = render(kept_evidence(evidence, starts, cut), question)
+    while len(rendered[1]) > cap:
         if cut == len(starts):
             return None
         # Boundary merges make the rendered count move by about, not exactly, the cut.
-        cut = min(len(starts), cut + len(ids) - cap)
-        ids = render(kept_evidence(evidence, starts, cut), question)
-    return cut
+        cut = min(len(starts), cut + len(rendered[1]) - cap)
+        rendered = render(kept_evidence(evidence, starts, cut), question)
+    return cut, rendered
