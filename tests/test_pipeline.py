@@ -210,8 +210,14 @@ def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, ti
         return generate(request)
 
     interrupted.reader.generate = generate_and_interrupt_at_the_third
-    with pytest.raises(KeyboardInterrupt):
-        run_generate(cfg, interrupted)
+    # interrupt_main does nothing while SIGINT is ignored, as it is inherited by a job started
+    # in the background of a non-interactive shell (a CI runner): install Python's own handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_generate(cfg, interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     kept = 3 if where == "ctrl_c" else 2
     assert calls == [r.id for r in generation_order({r.id: r for r in interrupted.requests}.values())][:3], \
         "requests queued behind the interrupt were sent, or not in generation order"
