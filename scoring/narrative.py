@@ -28,7 +28,7 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
                ("Table 7 analogue on the 6K and 32K histories, where every frontend has run (make frontends)",
                 "tables/table7_short_readers.md"),
-               ("Table 7 on the 6K and 32K histories: selection against reader, per frontend (make frontends)",
+               ("Table 7 on the 6K and 32K histories: selection against reader (make frontends), frontend {match}",
                 "tables/table7_short*_selection.md"),
                ("LLM frontends against the grammar frontend (scripts/frontend_report.py)", "tables/frontends.md"),
                ("CMC evidence with each frontend (scripts/frontend_report.py)", "tables/frontends_coverage.md"),
@@ -72,15 +72,24 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
     return sections
 
 
+def _glob_match(pattern: str, path: Path) -> str:
+    """What the pattern's '*' stood for in this file's name, '_' trimmed; "grammar" when
+    nothing (the grammar frontend's tables carry no frontend suffix)."""
+    head, _, tail = Path(pattern).name.partition("*")
+    return path.name[len(head):len(path.name) - len(tail)].strip("_") or "grammar"
+
+
 def diagnostic_sections(results: Path) -> list[dict[str, str]]:
     """The generated diagnostics that exist, each without its own top heading. A path with
-    a '*' stands for every matching file, in name order (one per frontend, say)."""
+    a '*' stands for every matching file, in name order (one per frontend, say), its title's
+    {match} filled with what the '*' matched, so the sections are told apart."""
     found = []
     for title, pattern in DIAGNOSTICS:
         for path in sorted(results.glob(pattern)):
             lines = path.read_text(encoding="utf-8").strip().splitlines()
             body = "\n".join(lines[1:] if lines and lines[0].startswith("#") else lines).strip()
-            found.append({"title": title, "source": f"results/{path.relative_to(results).as_posix()}", "markdown": body})
+            found.append({"title": title.replace("{match}", _glob_match(pattern, path)),
+                          "source": f"results/{path.relative_to(results).as_posix()}", "markdown": body})
     return found
 
 

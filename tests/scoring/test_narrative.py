@@ -59,8 +59,14 @@ def test_a_diagnostic_pattern_includes_every_matching_table(tmp_path):
     """Table 7's selection tables are one per frontend: each one found is in the report."""
     tables = tmp_path / "tables"
     shutil.copytree(TABLES, tables)
+    for committed in tables.glob("table7_short*_selection.md"):
+        committed.unlink()
     for frontend in ("alpha", "beta"):
         (tables / f"table7_short_{frontend}_selection.md").write_text(f"## t\n\n| {frontend} rows |\n")
+    (tables / "table7_short_selection.md").write_text("## t\n\n| grammar rows |\n")
     text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
     assert "From `results/tables/table7_short_alpha_selection.md`.\n\n| alpha rows |" in text
     assert "From `results/tables/table7_short_beta_selection.md`.\n\n| beta rows |" in text
+    # each titled by its frontend; the table without a suffix is the grammar frontend's
+    titles = [line for line in text.splitlines() if line.startswith("## Table 7 on the 6K and 32K histories")]
+    assert [t.rsplit(" ", 1)[1] for t in titles] == ["alpha", "beta", "grammar"]
