@@ -3,7 +3,8 @@
 `prepare` fixes the exact token ids (chat template, thinking off, evidence left-truncated to
 the input cap) so the request id covers everything the model sees; `generate` feeds those
 ids as they are and never re-tokenizes. Optional prefix caching reuses the KV cache of the
-long prefix that the questions of one history share.
+long prefix that the questions of one history share; the cache appends in place and a
+question's prefill over it skips sdpa's key/value copies (long_prefix.py: same logits).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, check_greedy, cut_at_stop, strip_think
 from cmc.readers.compute import DTYPES, cpu_summary, resolve_dtype
 from cmc.readers.input_cap import evidence_cut, kept_evidence
+from cmc.readers.long_prefix import new_cache, use_prefill_gqa
 from cmc.readers.models import ModelSource
 
 IDENTITY_SCHEME = 2  # what a request id covers; see HFReader.pin
@@ -119,6 +121,8 @@ class HFReader:
         # A fresh config drops the checkpoint's sampling defaults (temperature, top_p,
         # repetition_penalty...): the protocol is plain greedy whatever the model ships.
         model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=eos[0] if pad is None else pad)
+        if self.attn_implementation == "sdpa":
+            use_prefill_gqa(model)  # sdpa's numbers, without copies over a long prefix (long_prefix.py)
         return model.to(self.device).eval()
 
     @cached_property
@@ -249,10 +253,10 @@ class HFReader:
     def _generate_ids(self, ids: tuple[int, ...], generation: dict[str, Any]) -> list[int]:
         inputs = torch.tensor([ids], device=self.device)
         self.prefill_tokens_total += len(ids)
-        cache = None
-        if self.prefix_cache:
-            cache, reused = self._cached_prefix(ids)
-            self.prefill_tokens_saved += reused
+        cache, reused = self._cached_prefix(ids) if self.prefix_cache else (None, 0)
+        self.prefill_tokens_saved += reused
+        if cache is None:
+            cache = new_cache(self.model)  # appends in place, where generate's own would copy at every step
         generation = dict(generation)
         if stop := generation.pop("stop", None):  # a completion's stop strings, in the continuation only
             generation["stopping_criteria"] = StoppingCriteriaList([StopInContinuation(self.tokenizer, len(ids), stop)])
@@ -275,7 +279,7 @@ class HFReader:
         shared = min(max(common_prefix_len(ids, self._last_ids), self._shared_head.get(ids, 0)), len(ids) - 1)
         self._last_ids = ids
         if shared - len(best) >= self.MIN_PREFIX_TOKENS:
-            base = copy.deepcopy(self._prefixes[best]) if best else None
+            base = copy.deepcopy(self._prefixes[best]) if best else new_cache(self.model)
             step = torch.tensor([ids[len(best):shared]], device=self.device)
             out = self.model(input_ids=step, cache=base, use_cache=True, logits_to_keep=1)
             best = ids[:shared]
