@@ -121,7 +121,7 @@ class HFReader:
         # A fresh config drops the checkpoint's sampling defaults (temperature, top_p,
         # repetition_penalty...): the protocol is plain greedy whatever the model ships.
         model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=eos[0] if pad is None else pad)
-        if self.attn_implementation == "sdpa":
+        if self.attn_implementation == "sdpa" and self.device == "cpu":
             use_prefill_gqa(model)  # sdpa's numbers, without copies over a long prefix (long_prefix.py)
         return model.to(self.device).eval()
 
@@ -256,12 +256,17 @@ class HFReader:
         cache, reused = self._cached_prefix(ids) if self.prefix_cache else (None, 0)
         self.prefill_tokens_saved += reused
         if cache is None:
-            cache = new_cache(self.model)  # appends in place, where generate's own would copy at every step
+            cache = self._fresh_cache()
         generation = dict(generation)
         if stop := generation.pop("stop", None):  # a completion's stop strings, in the continuation only
             generation["stopping_criteria"] = StoppingCriteriaList([StopInContinuation(self.tokenizer, len(ids), stop)])
         out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
+
+    def _fresh_cache(self) -> Any:
+        """On a CPU, a cache that appends in place (generate's own copies itself at every step);
+        elsewhere None, so generate builds its own: the fast path is checked bitwise on CPU only."""
+        return new_cache(self.model) if self.device == "cpu" else None
 
     def _cached_prefix(self, ids: tuple[int, ...]) -> tuple[Any, int]:
         """A private copy of the KV cache for the longest stored prefix of `ids`, and how many
@@ -279,7 +284,7 @@ class HFReader:
         shared = min(max(common_prefix_len(ids, self._last_ids), self._shared_head.get(ids, 0)), len(ids) - 1)
         self._last_ids = ids
         if shared - len(best) >= self.MIN_PREFIX_TOKENS:
-            base = copy.deepcopy(self._prefixes[best]) if best else new_cache(self.model)
+            base = copy.deepcopy(self._prefixes[best]) if best else self._fresh_cache()
             step = torch.tensor([ids[len(best):shared]], device=self.device)
             out = self.model(input_ids=step, cache=base, use_cache=True, logits_to_keep=1)
             best = ids[:shared]

@@ -110,7 +110,10 @@ def prefill_gqa_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Te
 
 
 def use_prefill_gqa(model: PreTrainedModel) -> None:
-    """Switch a model loaded with sdpa to `prefill_gqa_sdpa` (registered once per process)."""
+    """Switch a model loaded with sdpa to `prefill_gqa_sdpa` (registered once per process).
+    CPU only (as is the growing cache, see HFReader): on CUDA transformers avoids a masked
+    grouped-query call, which falls back to sdpa's math kernel (its note in sdpa_attention.py),
+    so there the numbers would not be those of the kernel it picks."""
     if PREFILL_GQA_SDPA not in AttentionInterface._global_mapping:
         AttentionInterface.register(PREFILL_GQA_SDPA, prefill_gqa_sdpa)
         AttentionMaskInterface.register(PREFILL_GQA_SDPA, sdpa_mask)
