@@ -70,8 +70,8 @@ class HFReader:
 
     concurrency = 1  # one in-process model generates one request at a time
 
-    PREFIX_CACHE_ENTRIES = 2  # a history's shared prefix plus one longer or older; KV caches are large
-    MIN_PREFIX_TOKENS = 64  # a shorter shared prefix is not worth a cache copy (or an eviction)
+    PREFIX_CACHE_ENTRIES = 2  # a history's head and the one before it; KV caches are large
+    MIN_PREFIX_TOKENS = 64  # a shorter head is not worth a cache copy (or an eviction)
 
     def __init__(
         self,
@@ -99,7 +99,6 @@ class HFReader:
         self.prefill_tokens_total = 0  # prompt tokens of every generated request
         self.prefill_tokens_saved = 0  # of those, tokens whose KV came from the prefix cache
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-        self._last_ids: tuple[int, ...] = ()
         self._shared_head: dict[tuple[int, ...], int] = {}  # prepared ids -> question-independent prefix length
 
     @cached_property
@@ -269,29 +268,24 @@ class HFReader:
         return new_cache(self.model) if self.device == "cpu" else None
 
     def _cached_prefix(self, ids: tuple[int, ...]) -> tuple[Any, int]:
-        """A private copy of the KV cache for the longest stored prefix of `ids`, and how many
-        tokens came from storage rather than being computed for this request. When `ids`
-        shares a longer prefix with the previous request, or has a longer question-independent
-        head (known from `prepare`), that prefix is computed (on top of the best stored one)
-        and stored first, so later questions over the same evidence skip it: one full prefill
-        per evidence block. Snapshots are never cropped, which keeps this exact for caches that
-        cannot be cut back (linear-attention layers). The copy keeps stored caches clean,
-        since generation appends to the cache it is given."""
-        best = max((key for key in self._prefixes if len(key) < len(ids) and ids[:len(key)] == key),
-                   key=len, default=())
-        reused = len(best)
+        """A private copy of the KV cache of this request's question-independent head (known
+        from `prepare`), and how many of its tokens came from storage. The head is prefilled
+        alone, in one pass from the first token, and generation prefills the rest: where a
+        prompt is cut into passes depends on the prompt only, never on the requests before it
+        or where a sitting stopped (in bf16 another cut can change an answer). One full
+        prefill per evidence block. Snapshots are never cropped, which keeps this exact for
+        caches that cannot be cut back (linear-attention layers); the copy keeps stored caches
+        clean, since generation appends to the cache it is given."""
         # At least one token must stay uncached: generation needs logits for the last one.
-        shared = min(max(common_prefix_len(ids, self._last_ids), self._shared_head.get(ids, 0)), len(ids) - 1)
-        self._last_ids = ids
-        if shared - len(best) >= self.MIN_PREFIX_TOKENS:
-            base = copy.deepcopy(self._prefixes[best]) if best else self._fresh_cache()
-            step = torch.tensor([ids[len(best):shared]], device=self.device)
-            out = self.model(input_ids=step, cache=base, use_cache=True, logits_to_keep=1)
-            best = ids[:shared]
-            self._prefixes[best] = out.cache
+        head = ids[:min(self._shared_head.get(ids, 0), len(ids) - 1)]
+        if len(head) < self.MIN_PREFIX_TOKENS:
+            return None, 0
+        reused = len(head) if head in self._prefixes else 0
+        if not reused:
+            step = torch.tensor([head], device=self.device)
+            self._prefixes[head] = self.model(input_ids=step, cache=self._fresh_cache(), use_cache=True,
+                                              logits_to_keep=1).cache
             while len(self._prefixes) > self.PREFIX_CACHE_ENTRIES:
                 self._prefixes.popitem(last=False)
-        if not best:
-            return None, 0
-        self._prefixes.move_to_end(best)
-        return copy.deepcopy(self._prefixes[best]), reused
+        self._prefixes.move_to_end(head)
+        return copy.deepcopy(self._prefixes[head]), reused

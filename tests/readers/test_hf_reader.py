@@ -184,14 +184,59 @@ def test_prefix_cache_matches_uncached(tiny_model_dir: Path, reader: HFReader, p
     other_prefix = shared(requests[4:8])
     assert evidence_prefix > 100 and other_prefix > 250  # evidence and query head, in tokens
     # Only a history's first question prefills its head; from the second on, the
-    # question-independent head known from prepare() is reused, also after a switch.
+    # question-independent head known from prepare() is reused whole, also after a switch.
     assert saved[0] == saved[4] == 0
-    # (A longer prefix shared only by the questions' wording is stored only when it adds at
-    # least MIN_PREFIX_TOKENS, so reuse may stop at the head.)
-    slack = HFReader.MIN_PREFIX_TOKENS
-    assert min(saved[1:4]) >= evidence_prefix - slack and min(saved[5:8]) >= other_prefix - slack
-    assert min(saved[8:]) >= evidence_prefix
+    assert len(set(saved[1:4] + saved[8:])) == 1 and evidence_prefix - QUESTION_ROOM < saved[1] <= evidence_prefix
+    assert len(set(saved[5:8])) == 1 and other_prefix - QUESTION_ROOM < saved[5] <= other_prefix
     assert cached.prefill_tokens_saved == sum(saved) < cached.prefill_tokens_total
+
+
+def _prefill_cuts(reader: HFReader, requests: list[Request]) -> dict[str, list[tuple[int, int]]]:
+    """Each request's prefill passes as (first position, tokens), read at the model's forward."""
+    passes: list[tuple[int, int]] = []
+    forward = reader.model.forward
+
+    def recording_forward(*args, input_ids=None, cache=None, **kwargs):
+        if input_ids is not None and input_ids.shape[1] > 1:  # decode steps are one token each
+            passes.append((cache.get_seq_length() if cache is not None else 0, input_ids.shape[1]))
+        return forward(*args, input_ids=input_ids, cache=cache, **kwargs)
+
+    reader.model.forward = recording_forward
+    cuts = {}
+    for request in requests:
+        passes.clear()
+        reader.generate(request)
+        cuts[request.id] = list(passes)
+    reader.model.forward = forward
+    return cuts
+
+
+def test_prefill_cuts_do_not_depend_on_request_order(tiny_model_dir: Path, prompt: Prompt) -> None:
+    """Where a prompt is cut into prefill passes must not depend on what came before it: in
+    bf16 another cut can change an answer, so a view resumed from its journal or run in
+    another order would differ. Two questions share a long wording after the head (which
+    a cache of the previous request's prefix would store and reuse, in one order only)."""
+    wording = "Think about the list of facts above and consider each of them carefully, one at a time, " * 3
+    questions = [wording + "who is the mayor of Town1?", wording + "who is the mayor of Town2?",
+                 "who is the mayor of Town3?"]
+    one_go = make_reader(tiny_model_dir, prefix_cache=True)
+    requests = [one_go.prepare(prompt, OTHER_EVIDENCE, q) for q in questions]
+    in_order = _prefill_cuts(one_go, requests)
+    resumed = make_reader(tiny_model_dir, prefix_cache=True)  # a new sitting, the other way round
+    reversed_requests = [resumed.prepare(prompt, OTHER_EVIDENCE, q) for q in reversed(questions)]
+    assert [r.id for r in reversed_requests] == [r.id for r in reversed(requests)]
+    other_way = _prefill_cuts(resumed, reversed_requests)
+    # The head is prefilled once in each sitting, by whichever question comes first...
+    head = in_order[requests[0].id][0][1]
+    for cuts, first in ((in_order, requests[0]), (other_way, reversed_requests[0])):
+        assert [p for r, passes in cuts.items() for p in passes if p[0] == 0] == [(0, head)]
+        assert cuts[first.id][0] == (0, head)
+    # ...and every question is then prefilled from the head's end in one pass, in any order.
+    def after_head(cuts: dict[str, list[tuple[int, int]]]) -> dict[str, list[tuple[int, int]]]:
+        return {r: [p for p in passes if p[0] > 0] for r, passes in cuts.items()}
+
+    assert after_head(other_way) == after_head(in_order) == {
+        r.id: [(head, len(r.input_ids) - head)] for r in requests}
 
 
 @pytest.mark.parametrize(("config", "repo", "revision", "context"), [
