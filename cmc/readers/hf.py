@@ -100,6 +100,7 @@ class HFReader:
         self.prefill_tokens_saved = 0  # of those, tokens whose KV came from the prefix cache
         self._prefixes: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self._shared_head: dict[tuple[int, ...], int] = {}  # prepared ids -> question-independent prefix length
+        self._questionless: tuple[tuple[str, str], tuple[int, ...]] | None = None
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -200,7 +201,7 @@ class HFReader:
         if self.prefix_cache:
             # The question-independent head (system, evidence, query text before the
             # question): tokens shared with the same rendering without a question.
-            self._shared_head[tuple(ids)] = common_prefix_len(tuple(ids), tuple(self._render(prompt, kept, "")[1]))
+            self._shared_head[tuple(ids)] = common_prefix_len(tuple(ids), self._questionless_ids(prompt, kept))
         return Request(
             reader=self.name, pin=self.pin, prompt_version=prompt.version, messages=tuple(messages),
             generation={"max_new_tokens": self.max_new_tokens, "do_sample": False},
@@ -261,6 +262,14 @@ class HFReader:
             generation["stopping_criteria"] = StoppingCriteriaList([StopInContinuation(self.tokenizer, len(ids), stop)])
         out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
+
+    def _questionless_ids(self, prompt: Prompt, evidence: str) -> tuple[int, ...]:
+        """The rendering without a question, kept for the last evidence: the questions of one
+        history share it, and rendering a 32K-token evidence again for each is the cost."""
+        key = (prompt.version, evidence)
+        if self._questionless is None or self._questionless[0] != key:
+            self._questionless = (key, tuple(self._render(prompt, evidence, "")[1]))
+        return self._questionless[1]
 
     def _fresh_cache(self) -> Any:
         """On a CPU, a cache that appends in place (generate's own copies itself at every step);
