@@ -30,6 +30,7 @@ from cmc.io import atomic_write_text, canonical_json  # noqa: E402
 from cmc.vault import LabelVault  # noqa: E402
 from scoring.coverage import coverage_table  # noqa: E402
 from scoring.methods import cost_table, outcome_table  # noqa: E402
+from scoring.generation_cost import engine_label, generation_table  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
 from scoring.interaction import non_overflow_table  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
@@ -109,12 +110,6 @@ def select_slice(args: argparse.Namespace) -> Slice:
         found = sorted({canonical_json(s) for s in slices.values()})
         sys.exit(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
     return Slice(cfg, defaults, wanted, sealed, slices, bundles)
-
-
-def engine_label(pin: dict[str, Any]) -> str:
-    """How the reader ran, from its pin: the backend and, for transformers, the dtype (the
-    same reader name runs as float32 in Table 1 and bfloat16 elsewhere: never the same numbers)."""
-    return " ".join(str(pin[key]) for key in ("backend", "engine", "dtype") if pin.get(key))
 
 
 def describe(chosen: Slice, experiment: str, items: pd.DataFrame) -> SliceItems:
@@ -226,6 +221,9 @@ def main() -> None:
     if items["calls"].max() > 1:  # a multi-call method among the views
         out.write(cost_table(items, views), "_cost", "reader calls and tokens per question")
         out.write(outcome_table(items, by_arm), "_outcomes", "where each method's traces end, and how often right")
+    out.write(generation_table({view: by_arm[view] for view in views if view in by_arm},
+                               Path(args.bundles).parent / "scores" / experiment), "_generation",
+              "generation cost per view (wall time from each run's sittings; engine and CPU flags from its bundle)")
     write_figures(scored, Path(args.out) / "figures", stem)
     print(provenance)
     print(main_table.to_markdown(index=False))
