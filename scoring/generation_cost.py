@@ -3,9 +3,10 @@
 Timings stay out of the deterministic bundle (they vary by machine): each run's sittings
 move to its scores folder at seal (cmc/sittings.py). This table joins them with what the
 bundle itself records about how the reader ran: the engine from the manifest's reader pin,
-the CPU flags from each prediction's runtime. A view whose requests were all answered from
-the prediction store (identical requests of another run, e.g. Table 5's CMC view taking the
-depth-5 run's answers) sent none here, and says so instead of showing a zero time.
+the CPU flags from each prediction's runtime. A view holding more answers than its timed
+sittings sent took the rest from the prediction store (identical requests of another run,
+e.g. Table 5's CMC view holds the depth-5 run's answers) or sent them before sittings were
+recorded (Table 1's first views); its time is then left blank, never shown as zero.
 """
 from __future__ import annotations
 
