@@ -37,6 +37,9 @@ from scoring.tables import (accuracy, contrasts, experiment_items, key_change_st
                             reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
 
+METRIC = " Substring exact match (%), Wilson 95% intervals."  # what the accuracy tables tally
+
+
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{markdown(frame)}\n")
@@ -82,6 +85,11 @@ class Tables:
     def write(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
         write_table(frame, self.folder / f"{self.stem}{suffix}", f"{self.experiment}: {title}", self.provenance)
 
+    def write_untallied(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
+        """A table about the runs, not the answers: the provenance without the metric sentence."""
+        write_table(frame, self.folder / f"{self.stem}{suffix}", f"{self.experiment}: {title}",
+                    self.provenance.replace(METRIC, ""))
+
 
 def parse_args() -> argparse.Namespace:
     """The experiment and which of its bundles, outputs and bootstrap size."""
@@ -120,7 +128,7 @@ def describe(chosen: Slice, experiment: str, items: pd.DataFrame) -> SliceItems:
     seals = "; ".join(f"{arm} {seal[:12]}" for arm, seal in items.groupby("arm", sort=False)["seal"].first().items())
     population = read_manifest(chosen.bundles[0])["population"]
     provenance = (f"Reader: {readers}. Frontend: {chosen.wanted['frontend']}. Population: {population['name']} (n={items['question_id'].nunique()} "
-                  f"questions per view). Substring exact match (%), Wilson 95% intervals. Bundle seals: {seals}.")
+                  f"questions per view).{METRIC} Bundle seals: {seals}.")
     unsealed = [v for v in exp.views if v not in set(items["arm"])]
     if unsealed:  # an interim table must say so wherever it is read
         provenance += f" PARTIAL: views not sealed yet: {', '.join(unsealed)}."
@@ -221,7 +229,7 @@ def main() -> None:
     if items["calls"].max() > 1:  # a multi-call method among the views
         out.write(cost_table(items, views), "_cost", "reader calls and tokens per question")
         out.write(outcome_table(items, by_arm), "_outcomes", "where each method's traces end, and how often right")
-    out.write(generation_table({view: by_arm[view] for view in views if view in by_arm},
+    out.write_untallied(generation_table({view: by_arm[view] for view in views if view in by_arm},
                                Path(args.bundles).parent / "scores" / experiment), "_generation",
               "generation cost per view (wall time from each run's sittings; engine and CPU flags from its bundle)")
     write_figures(scored, Path(args.out) / "figures", stem)

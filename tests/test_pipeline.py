@@ -317,7 +317,7 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     generation = {row["view"]: row for row in csv.DictReader((tables / "table1_t40_local_generation.csv").open())}
     assert set(generation) == {"cmc", "fact_bm25", "stale_closure"}  # from each run's sittings, moved at seal
     for row in generation.values():
-        assert int(row["predictions"]) == 40 and 0 < int(row["requests sent"]) <= 40 and float(row["s/request"]) > 0
+        assert int(row["requests"]) == 40 and 0 < int(row["requests sent"]) <= 40 and float(row["s/request"]) >= 0
         assert row["CPU flags"] != "not recorded" and row["engine"]
     for figure in ("table1_t40_local_by_length.png", "table1_t40_local_tokens.png"):
         assert (tmp / "out" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
