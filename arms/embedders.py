@@ -3,9 +3,10 @@ with). Vectors are L2-normalized, so a dot product is the cosine similarity."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -19,16 +20,21 @@ class FlagEmbedder:
 
     def __init__(self, name: str, model: ModelSource, kind: Literal["m3", "flag"] = "flag",
                  pooling_method: str = "cls", max_length: int = 512, batch_size: int = 64,
-                 use_fp16: bool = False) -> None:
+                 use_fp16: bool = False, cpu_threads: int = 1) -> None:
         if kind not in ("m3", "flag"):
             raise ValueError(f"embedder kind must be 'm3' or 'flag', got {kind!r}")
         self.name, self.source, self.kind = name, model, kind
         self.pooling_method, self.max_length, self.batch_size, self.use_fp16 = pooling_method, max_length, batch_size, use_fp16
+        # On a CPU the float sums of a forward pass follow torch's thread count (MiniLM's query
+        # vector moved by ~1e-7 between 1 and 2 threads, enough to swap two near-tied facts of
+        # a top-100 and change a sealed packet), so encoding runs on a fixed count, whatever
+        # the machine or OMP_NUM_THREADS says. More threads are faster and machine-dependent.
+        self.cpu_threads = cpu_threads
 
     @property
     def pin(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "pooling": self.pooling_method,
-                "max_length": self.max_length, **self.source.pin}
+        return {"name": self.name, "kind": self.kind, "pooling": self.pooling_method, "max_length": self.max_length,
+                **({"cpu_threads": self.cpu_threads} if self.cpu_threads != 1 else {}), **self.source.pin}
 
     @cached_property
     def _model(self) -> Any:
@@ -44,12 +50,26 @@ class FlagEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        if self.kind == "m3":
-            out = self._model.encode(list(texts), batch_size=self.batch_size, max_length=self.max_length)["dense_vecs"]
-        else:
+        with torch_threads(None if _cuda() else self.cpu_threads):
             out = self._model.encode(list(texts), batch_size=self.batch_size, max_length=self.max_length)
+        if self.kind == "m3":
+            out = out["dense_vecs"]
         vectors = np.asarray(out, dtype=np.float32)
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+@contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run a block on `count` torch CPU threads (None: as set), then restore the caller's."""
+    import torch
+
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def cached_vectors(embedder: Any, texts: Sequence[str], cache_dir: str | Path) -> np.ndarray:

@@ -41,3 +41,24 @@ def test_vectors_are_normalized_and_cached_on_disk(dense, dataset, memories):
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     question = dataset.questions_of("factconsolidation_6k")[1]
     assert arm.select(question, fresh).positions == arm.select(question, memory).positions
+
+
+def test_vectors_do_not_depend_on_the_callers_torch_threads(dense, dataset):
+    """A query vector computed on 2 threads differed from 1 thread's by ~1e-7 and swapped two
+    near-tied facts in one sealed top-100 packet: encoding runs on the embedder's own fixed
+    thread count and gives the caller's count back."""
+    import torch
+
+    arm, _ = dense
+    texts = [q.text for q in dataset.questions_of("factconsolidation_6k")[:8]]
+    texts.append("What is the country of citizenship of Davina McCall?")  # the question that moved
+    before = torch.get_num_threads()
+    try:
+        vectors = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            vectors.append(np.stack([arm.embedder.encode([text])[0] for text in texts]))
+            assert torch.get_num_threads() == threads
+    finally:
+        torch.set_num_threads(before)
+    assert all(np.array_equal(vectors[0], other) for other in vectors[1:])
