@@ -18,6 +18,7 @@ import pytest
 from hydra.utils import instantiate
 
 from cmc.bundle import SealError, read_bundle_jsonl, verify_seal
+from cmc.errors import DataError
 from cmc.evidence import rebuild_text
 from harness.replay import replay
 from cmc.readers.hf import HFReader
@@ -347,3 +348,25 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
         n, lacks_record, lacks_gold, a_gold = (int(row[k]) for k in ("n", "lacks_record", "lacks_gold", "a_has_gold"))
         assert n == expected and lacks_record <= n and a_gold <= n
         assert lacks_gold <= (n - a_gold) + lacks_record  # B lacks a gold that A shows only by lacking A's record
+
+
+def test_reseal_seals_a_bundle_again_from_its_own_answers(finished, tiny_model_dir, tmp_path):
+    """With an empty prediction store (a fresh clone's), the bundle's answers seed the journal:
+    nothing is sent, its sittings are carried on, and the same code seals the same bytes."""
+    from harness.reseal import reseal
+
+    tmp, bundle, scores = finished
+    shutil.copytree(tmp / "results", tmp_path / "results")
+    copy = tmp_path / "results" / "bundles" / "adhoc" / bundle.name
+    before = bundle_bytes(copy)
+    sittings = (tmp_path / "results" / "scores" / "adhoc" / bundle.name / "sittings.jsonl").read_text()
+    places = [f"reader.model.local_path={tiny_model_dir}", f"paths.results_dir={tmp_path / 'results'}",
+              f"paths.cache_dir={tmp_path / 'cache'}"]  # a cache without the store
+    out = reseal(copy, places)
+    assert bundle_bytes(copy) == before and (out / "sittings.jsonl").read_text() == sittings
+    assert not (tmp_path / "results" / "work" / "adhoc" / bundle.name).exists()
+    busy = tmp_path / "results" / "work" / "adhoc" / bundle.name
+    busy.mkdir(parents=True)
+    with pytest.raises(DataError, match="under way"):
+        reseal(copy, places)
+    assert bundle_bytes(copy) == before
