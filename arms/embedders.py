@@ -3,6 +3,7 @@ with). Vectors are L2-normalized, so a dot product is the cosine similarity."""
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
@@ -29,12 +30,21 @@ class FlagEmbedder:
         # vector moved by ~1e-7 between 1 and 2 threads, enough to swap two near-tied facts of
         # a top-100 and change a sealed packet), so encoding runs on a fixed count, whatever
         # the machine or OMP_NUM_THREADS says. More threads are faster and machine-dependent.
+        if not isinstance(cpu_threads, int) or cpu_threads < 1:
+            raise ValueError(f"embedder cpu_threads must be a positive integer, got {cpu_threads!r}")
         self.cpu_threads = cpu_threads
 
     @property
     def pin(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "pooling": self.pooling_method, "max_length": self.max_length,
                 **({"cpu_threads": self.cpu_threads} if self.cpu_threads != 1 else {}), **self.source.pin}
+
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        """What cached vectors are keyed by: the pin plus the thread count they were encoded
+        on, so vectors cached before encoding ran on fixed threads are never mixed with new
+        ones (the pin alone feeds request ids, and stays as it was at the default count)."""
+        return {**self.pin, "encoded_on_threads": self.cpu_threads}
 
     @cached_property
     def _model(self) -> Any:
@@ -58,25 +68,29 @@ class FlagEmbedder:
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
+_THREADS = threading.Lock()
+
+
 @contextmanager
 def torch_threads(count: int | None) -> Iterator[None]:
     """Run a block on `count` torch CPU threads (None: as set), then restore the caller's."""
     import torch
 
-    before = torch.get_num_threads()
-    if count is not None:
-        torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+    with _THREADS:  # the count is process-wide: two encoders at once would restore each other's
+        before = torch.get_num_threads()
+        if count is not None:
+            torch.set_num_threads(count)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
 
 def cached_vectors(embedder: Any, texts: Sequence[str], cache_dir: str | Path) -> np.ndarray:
     """The embedder's vectors for `texts`, computed once per (embedder pin, texts) and kept
     on disk (written to a temp file, then renamed): the dense arm and the multi-call
     methods embed the same fact banks again and again."""
-    key = sha256_text(canonical_json([embedder.pin, list(texts)]))
+    key = sha256_text(canonical_json([getattr(embedder, "cache_identity", embedder.pin), list(texts)]))
     path = Path(cache_dir) / f"{key[:32]}.npy"
     if path.is_file():
         return np.load(path)

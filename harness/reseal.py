@@ -41,35 +41,66 @@ def seed_journal(bundle: Path, journal: PredictionJournal) -> int:
     return len(seen)
 
 
+def set_aside_path(run: Run) -> Path:
+    """Where the old bundle waits while the new one is made: beside the run's work folder
+    (which the seal deletes), never under results/bundles (where a table would find it)."""
+    return run.work_dir.with_name(run.work_dir.name + ".resealing")
+
+
+def changed_answers(old: Path, new: Path) -> list[str]:
+    """Request ids whose sealed answer differs between two bundles: a prediction store that
+    already held another answer for a request (a greedy bf16 answer can move with how a
+    prompt was cut into prefill passes) must not slip into a re-sealed bundle."""
+    before = {r["request_id"]: r for r in read_bundle_jsonl(old, "predictions.jsonl")}
+    return sorted({r["request_id"] for r in read_bundle_jsonl(new, "predictions.jsonl")
+                   if r["request_id"] in before and r["raw"] != before[r["request_id"]]["raw"]})
+
+
+def _restore(bundle: Path, aside: Path, run: Run) -> None:
+    if aside.is_dir():
+        shutil.rmtree(bundle, ignore_errors=True)
+        shutil.move(str(aside), str(bundle))
+    shutil.rmtree(run.work_dir, ignore_errors=True)  # answers sent meanwhile stay in the prediction store
+
+
 def reseal(bundle: str | Path, overrides: Sequence[str] = ()) -> Path:
-    """Re-seal `bundle` in place; returns its scores folder. The old bundle is set aside in
-    the run's work folder and put back if anything fails before the new one is sealed."""
+    """Re-seal `bundle` in place; returns its scores folder. The old bundle is set aside and
+    put back if anything fails, or if the new bundle answers a request of the old one
+    differently. Overrides are for this machine (paths, threads) and are recorded in the
+    new manifest like a run's."""
     bundle = Path(bundle)
     verify_seal(bundle)
     manifest = read_manifest(bundle)
     cfg = replay_config(bundle, overrides, manifest)
     run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
+    aside = set_aside_path(run)
     if run.bundle_dir.resolve() != bundle.resolve():
         raise DataError(f"{bundle}: its config seals to {run.bundle_dir}; reseal a bundle in its own place "
                         f"(or point paths.results_dir at the results folder that holds it)")
-    if run.work_dir.exists():
-        raise DataError(f"{run.work_dir}: a run of this bundle is under way there; finish or move it first")
-    run.work_dir.mkdir(parents=True)
-    seeded = seed_journal(bundle, run.journal())
-    sittings = run.scores_dir / "sittings.jsonl"
-    if sittings.is_file():  # the seal moves the work folder's sittings to the scores: carry the old ones on
-        shutil.copyfile(sittings, run.sittings_path())
-    aside = run.work_dir / "resealing" / bundle.name
-    aside.parent.mkdir(parents=True)
-    shutil.move(str(bundle), str(aside))
-    try:
-        for stage in (run_evidence, run_generate, run_seal):
-            stage(cfg, run)
-    except BaseException:
-        if not (bundle / "SEAL").is_file():
-            shutil.rmtree(bundle, ignore_errors=True)
-            shutil.move(str(aside), str(bundle))
-        shutil.rmtree(run.work_dir, ignore_errors=True)  # answers sent meanwhile stay in the prediction store
-        raise
+    with run.lock:
+        if aside.exists():
+            raise DataError(f"{aside}: an interrupted reseal left the old bundle there; move it back to {bundle}")
+        if run.work_dir.exists():
+            raise DataError(f"{run.work_dir}: a run of this bundle is under way there; finish or move it first")
+        shutil.move(str(bundle), str(aside))
+        try:
+            run.work_dir.mkdir(parents=True)
+            seeded = seed_journal(aside, run.journal())
+            sittings = run.scores_dir / "sittings.jsonl"
+            if sittings.is_file():  # the seal moves the work folder's sittings to the scores: carry them on
+                shutil.copyfile(sittings, run.sittings_path())
+            for stage in (run_evidence, run_generate, run_seal):
+                stage(cfg, run)
+            if changed := changed_answers(aside, bundle):
+                raise DataError(f"{bundle}: the prediction store answers {len(changed)} of its requests differently "
+                                f"(first {changed[0][:12]}); the old bundle is kept. Reseal with an empty "
+                                f"paths.cache_dir to take the bundle's own answers")
+        except BaseException:
+            _restore(bundle, aside, run)
+            raise
+        shutil.rmtree(aside)
     log.info("%s: re-sealed from %d of its own answers", bundle, seeded)
-    return run_score(cfg, run)
+    try:
+        return run_score(cfg, run)
+    except DataError as exc:
+        raise DataError(f"{bundle}: re-sealed, but scoring failed ({exc}); run stage=score for it") from exc

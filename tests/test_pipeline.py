@@ -370,3 +370,38 @@ def test_reseal_seals_a_bundle_again_from_its_own_answers(finished, tiny_model_d
     with pytest.raises(DataError, match="under way"):
         reseal(copy, places)
     assert bundle_bytes(copy) == before
+    busy.rmdir()
+
+
+def test_reseal_keeps_the_old_bundle_when_the_store_disagrees_or_a_stage_fails(finished, tiny_model_dir, tmp_path,
+                                                                                monkeypatch):
+    """A store that already holds another answer for one of the bundle's requests must not
+    slip it into the re-sealed bundle; a stage that fails puts the old bundle back too."""
+    import harness.reseal as module
+    from cmc.cache import PredictionStore
+    from cmc.readers.base import Prediction
+
+    tmp, bundle, _ = finished
+    shutil.copytree(tmp / "results", tmp_path / "results")
+    copy = tmp_path / "results" / "bundles" / "adhoc" / bundle.name
+    before = bundle_bytes(copy)
+    places = [f"reader.model.local_path={tiny_model_dir}", f"paths.results_dir={tmp_path / 'results'}",
+              f"paths.cache_dir={tmp_path / 'cache'}"]
+    work = tmp_path / "results" / "work" / "adhoc" / bundle.name
+    first = json.loads((copy / "predictions.jsonl").read_text().splitlines()[0])["request_id"]
+    store = PredictionStore(tmp_path / "cache" / "predictions.sqlite")
+    store.put(Prediction.from_json({"request_id": first, "raw": "an answer the bundle never gave"}))
+    store.close()
+    with pytest.raises(DataError, match="answers 1 of its requests differently"):
+        module.reseal(copy, places)
+    assert bundle_bytes(copy) == before and not work.exists() and not work.with_name(work.name + ".resealing").exists()
+    for leftover in (tmp_path / "cache").glob("predictions.sqlite*"):
+        leftover.unlink()
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("seal interrupted")
+
+    monkeypatch.setattr(module, "run_seal", broken)
+    with pytest.raises(RuntimeError, match="seal interrupted"):
+        module.reseal(copy, places)
+    assert bundle_bytes(copy) == before and not work.exists()
