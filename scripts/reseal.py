@@ -21,7 +21,10 @@ if __name__ == "__main__":
     parser.add_argument("bundle", help="a sealed bundle folder under results/bundles")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for this machine (data or model paths, threads)")
     args = parser.parse_args()
-    before = verify_seal(args.bundle)
-    scores = report_data_errors(lambda: reseal(args.bundle, args.overrides))
-    after = verify_seal(args.bundle)
-    print(f"{args.bundle}: seal {before[:16]} -> {after[:16]}; scores in {scores}")
+
+    def reseal_and_say() -> str:
+        before = verify_seal(args.bundle)  # a SealError is a DataError: named, no traceback
+        scores = reseal(args.bundle, args.overrides)
+        return f"{args.bundle}: seal {before[:16]} -> {verify_seal(args.bundle)[:16]}; scores in {scores}"
+
+    print(report_data_errors(reseal_and_say))
