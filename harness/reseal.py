@@ -16,11 +16,11 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.bundle import read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.journal import PredictionJournal
-from cmc.readers.base import Prediction
 from harness.generate import run_generate
+from harness.methods import bundle_predictions
 from harness.replay import replay_config
 from harness.runs import Run
 from harness.seal import run_seal
@@ -30,15 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def seed_journal(bundle: Path, journal: PredictionJournal) -> int:
-    """The bundle's answers as journal lines: successes only (a journal holds no failure, so
-    a failed request is sent again), each request once, without the bundle's question ids."""
-    seen: dict[str, Prediction] = {}
-    for row in read_bundle_jsonl(bundle, "predictions.jsonl"):
-        fields = {k: v for k, v in row.items() if k != "question_id"}
-        if fields.get("error") is None and fields["request_id"] not in seen:
-            seen[fields["request_id"]] = Prediction.from_json(fields)
-    journal.append(list(seen.values()))
-    return len(seen)
+    """The bundle's answers as journal lines (the journal skips failures, so a failed request
+    is sent again); returns how many requests were seeded."""
+    answers = bundle_predictions(bundle)
+    journal.append(list(answers.values()))
+    return len(answers)
 
 
 def set_aside_path(run: Run) -> Path:
@@ -51,9 +47,8 @@ def changed_answers(old: Path, new: Path) -> list[str]:
     """Request ids whose sealed answer differs between two bundles: a prediction store that
     already held another answer for a request (a greedy bf16 answer can move with how a
     prompt was cut into prefill passes) must not slip into a re-sealed bundle."""
-    before = {r["request_id"]: r for r in read_bundle_jsonl(old, "predictions.jsonl")}
-    return sorted({r["request_id"] for r in read_bundle_jsonl(new, "predictions.jsonl")
-                   if r["request_id"] in before and r["raw"] != before[r["request_id"]]["raw"]})
+    before, after = bundle_predictions(old), bundle_predictions(new)
+    return sorted(i for i, p in after.items() if i in before and p.raw != before[i].raw)
 
 
 def _restore(bundle: Path, aside: Path, run: Run) -> None:
