@@ -54,4 +54,19 @@ def test_a_count_that_goes_back_is_reported_as_it_is(caplog):
         clock.now += 60
         progress.set(450)
     assert caplog.messages == ["hybrid 6k: 600 of 1000 statements settled (600.0 a minute, about 1 min left)",
-                               "hybrid 6k: 450 of 1000 statements settled (225.0 a minute, about 2 min left)"]
+                               "hybrid 6k: 450 of 1000 statements settled (no net progress in the last 1 min)"]
+
+
+def test_the_rate_counts_only_the_interval_since_the_previous_line(caplog):
+    """A resumed extraction replays 900 journaled statements at once, then settles 10 a
+    minute: the second line's time left comes from those 10 a minute, not from the replay."""
+    clock = FakeClock()
+    progress = Progress("extract 262k", 1000, every_s=60, done_word="statements extracted", clock=clock)
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        progress.set(900)  # the journal's calls, replayed in no time
+        clock.now += 60
+        progress.set(901)
+        clock.now += 60
+        progress.set(911)
+    assert caplog.messages == ["extract 262k: 901 of 1000 statements extracted (901.0 a minute, about 0 min left)",
+                               "extract 262k: 911 of 1000 statements extracted (10.0 a minute, about 9 min left)"]
