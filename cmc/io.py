@@ -1,6 +1,7 @@
 """Canonical JSON and crash-safe file writes shared by every stage."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,11 +29,29 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def _umask() -> int:
+    """The process umask, read once (setting it to read it back races other threads)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def temp_sibling(target: Path) -> tuple[int, str]:
+    """A temp file beside target with the mode a plain open() would give it.
+
+    mkstemp creates 0600 files; renamed into place they would hide sealed results from
+    the group and from other users of a shared results folder."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write to a temp file in the same folder, fsync, then rename: never half a file."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = temp_sibling(target)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)

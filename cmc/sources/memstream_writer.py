@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cmc.io import atomic_write_text, sha256_file, write_jsonl
+from cmc.io import atomic_write_text, sha256_file, temp_sibling, write_jsonl
 from cmc.sources.memstream_builder import NAME, PROTOCOL, MemStream, RecordParser
 from cmc.sources.memstream_cases import Source
 
@@ -30,8 +29,7 @@ SCHEMA = pa.schema([
 
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
     """Temp file in the target folder, then os.replace: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_sibling(path)
     os.close(fd)
     try:
         pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp, compression="snappy")
