@@ -4,8 +4,9 @@ A view on a CPU generates for an hour or more, most often under nohup or a clust
 whose output is a file, where tqdm (rightly) stays silent. There the user still needs to
 know that it moves and when it ends, so every `every_s` seconds one INFO line gives the
 count, the rate and the time left. The rate is measured over the interval since the previous
-line, not since the start: a resumed extraction replays its journaled calls in seconds, and a
-rate that counts them promises an end minutes away when hours are left.
+line, not since the start, and counts only work done now: a resumed extraction replays its
+journaled calls in seconds, and a rate that counts them promises an end minutes away when
+hours are left (the caller says which moves were replayed).
 """
 from __future__ import annotations
 
@@ -28,11 +29,15 @@ class Progress:
         self.done = self.done_at_report = 0
         self.reported = clock()
 
-    def update(self, count: int = 1) -> None:
-        self.set(self.done + count)
+    def update(self, count: int = 1, replayed: bool = False) -> None:
+        self.set(self.done + count, replayed)
 
-    def set(self, done: int) -> None:
-        """Move to `done` (it may go back: a rejected rule gives statements back)."""
+    def set(self, done: int, replayed: bool = False) -> None:
+        """Move to `done` (it may go back: a rejected rule gives statements back). A
+        `replayed` move (answers read back from a journal) shifts the count without entering
+        the rate."""
+        if replayed:
+            self.done_at_report += done - self.done
         self.done = done
         self.bar.n = done
         self.bar.refresh()

@@ -58,15 +58,28 @@ def test_a_count_that_goes_back_is_reported_as_it_is(caplog):
 
 
 def test_the_rate_counts_only_the_interval_since_the_previous_line(caplog):
-    """A resumed extraction replays 900 journaled statements at once, then settles 10 a
-    minute: the second line's time left comes from those 10 a minute, not from the replay."""
+    """A burst in one interval does not set the rate of the next."""
     clock = FakeClock()
     progress = Progress("extract 262k", 1000, every_s=60, done_word="statements extracted", clock=clock)
     with caplog.at_level(logging.INFO, logger="cmc.progress"):
-        progress.set(900)  # the journal's calls, replayed in no time
+        clock.now += 60
+        progress.set(900)
+        clock.now += 60
+        progress.set(910)
+    assert caplog.messages == ["extract 262k: 900 of 1000 statements extracted (900.0 a minute, about 0 min left)",
+                               "extract 262k: 910 of 1000 statements extracted (10.0 a minute, about 9 min left)"]
+
+
+def test_replayed_moves_count_but_do_not_enter_the_rate(caplog):
+    """A resumed extraction replays 900 journaled statements at once, then settles 1 a
+    minute: its first line already says 1 a minute, not 901."""
+    clock = FakeClock()
+    progress = Progress("hybrid 262k", 1000, every_s=60, done_word="statements settled", clock=clock)
+    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+        progress.set(900, replayed=True)
         clock.now += 60
         progress.set(901)
         clock.now += 60
-        progress.set(911)
-    assert caplog.messages == ["extract 262k: 901 of 1000 statements extracted (901.0 a minute, about 0 min left)",
-                               "extract 262k: 911 of 1000 statements extracted (10.0 a minute, about 9 min left)"]
+        progress.update(50, replayed=True)
+    assert caplog.messages == ["hybrid 262k: 901 of 1000 statements settled (1.0 a minute, about 99 min left)",
+                               "hybrid 262k: 951 of 1000 statements settled (no net progress in the last 1 min)"]

@@ -90,6 +90,7 @@ class HybridFrontend(LLMFrontend):
         while due := list(dict.fromkeys([*book.due_checks(direct),
                                          *(r.pos for r in corpus if r.pos not in direct and r.pos not in covered)])):
             rounds += 1
+            sent_before = calls.service.sent
             chunk = [corpus.record(pos) for pos in due[:self.batch_records * self.round_batches]]
             for start in range(0, len(chunk), self.batch_records):
                 batch = chunk[start:start + self.batch_records]
@@ -98,7 +99,8 @@ class HybridFrontend(LLMFrontend):
                 learn(catalogue, batch, accepted)
             self._review(calls, corpus, book, direct, catalogue)
             covered = book.cover(direct)
-            progress.set(len(direct) + len(covered))  # a rejected rule can give statements back
+            # a rejected rule can give statements back; a round answered from the journal is no rate
+            progress.set(len(direct) + len(covered), replayed=calls.service.sent == sent_before)
         progress.close()
         records = [direct[r.pos] if r.pos in direct else covered[r.pos][1] for r in corpus]
         extraction, alignment = self.finish(corpus, calls, catalogue, records)

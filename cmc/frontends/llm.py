@@ -195,11 +195,12 @@ class LLMFrontend:
         progress = Progress(f"extract {corpus.history_id}", len(corpus), done_word="statements extracted")
         for start in range(0, len(corpus), self.batch_records):
             batch = corpus.records[start:start + self.batch_records]
+            sent_before = calls.service.sent
             accepted, problems = self.extract_batch(calls, batch, catalogue)
             given_up += len(problems)
             records += [accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch]
             learn(catalogue, batch, accepted)
-            progress.update(len(batch))
+            progress.update(len(batch), replayed=calls.service.sent == sent_before)
         progress.close()
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
         log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
