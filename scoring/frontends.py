@@ -90,17 +90,21 @@ def frontend_row(name: str, extraction: Extraction, reference: Extraction, metad
 
 def evidence_rows(frontend: str, packets: Iterable[dict], reference: Mapping[str, dict],
                   gold: Mapping[str, bool], hops: Mapping[str, str]) -> pd.DataFrame:
-    """Per question: whether the CMC packet holds a gold string and whether it is the very
-    packet the reference frontend gives (then its reader request is the same, and reused)."""
+    """Per question: whether the CMC packet holds a gold string, whether it is the very
+    packet the reference frontend gives (then its reader request is the same, and reused),
+    and its size: unresolved records ride along in every packet, so a frontend that leaves
+    more of them costs the reader more on every question."""
     return pd.DataFrame([{"frontend": frontend, "question_id": p["question_id"], "hop": hops[p["question_id"]],
                           "gold_present": gold[p["question_id"]],
-                          "same_packet": p["sha256"] == reference[p["question_id"]]["sha256"]} for p in packets])
+                          "same_packet": p["sha256"] == reference[p["question_id"]]["sha256"],
+                          "chars": p["chars"], "truncated": bool(p["truncated"])} for p in packets])
 
 
 def coverage_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per frontend and hop: questions, gold strings in the CMC evidence, and packets
-    identical to the reference frontend's."""
+    """Per frontend and hop: questions, gold strings in the CMC evidence, packets identical
+    to the reference frontend's, the median packet size and the packets cut at the budget."""
     table = (rows.groupby(["frontend", "hop"], sort=False)
-             .agg(n=("question_id", "size"), gold_present=("gold_present", "sum"), same_packet=("same_packet", "sum"))
+             .agg(n=("question_id", "size"), gold_present=("gold_present", "sum"), same_packet=("same_packet", "sum"),
+                  median_chars=("chars", "median"), truncated=("truncated", "sum"))
              .reset_index())
     return table

@@ -1,6 +1,6 @@
 """`make frontends-report`: each frozen LLM or hybrid extraction next to the grammar
 frontend's reading of the same statements (statuses, triple agreement, cost, rules), then
-CMC's evidence with each: gold strings present per hop and packets identical to the
+CMC's evidence with each: gold strings present per hop, packet sizes, and packets identical to the
 grammar frontend's (their reader requests are the grammar run's, reused). No reader is
 called; labels are opened only after every packet is built.
 
@@ -86,8 +86,10 @@ def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
         frames.append(frame.assign(histories=scope))
     write(pd.DataFrame(rows), out / "frontends", "LLM frontends against the grammar frontend (same statements)")
     coverage = pd.concat([coverage_table(f).assign(histories=f["histories"].iloc[0]) for f in frames])
-    write(coverage[["histories", "frontend", "hop", "n", "gold_present", "same_packet"]], out / "frontends_coverage",
-          "CMC evidence with each frontend: gold strings present, packets identical to the grammar frontend's")
+    write(coverage[["histories", "frontend", "hop", "n", "gold_present", "same_packet",
+                       "median_chars", "truncated"]], out / "frontends_coverage",
+          "CMC evidence with each frontend: gold strings present, packets identical to the grammar "
+          "frontend's, median packet size (characters) and packets cut at the 60,000-character budget")
 
 
 def write(frame: pd.DataFrame, stem: Path, title: str) -> None:

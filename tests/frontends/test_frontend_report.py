@@ -57,6 +57,9 @@ def test_the_report_compares_a_frozen_extraction_with_the_grammar_and_builds_cmc
     # the grammar's packets plus one record: gold can only be gained, here only where record 7 holds it
     gained = by.loc["llm_oracle", "gold_present"] - by.loc["grammar", "gold_present"]
     assert (gained >= 0).all()
+    # ... and every packet one record longer, none cut at the budget
+    assert (by.loc["llm_oracle", "median_chars"] > by.loc["grammar", "median_chars"]).all()
+    assert by["truncated"].sum() == 0
 
 
 def test_with_every_statement_read_the_packets_are_the_grammar_runs(dataset, tmp_path):

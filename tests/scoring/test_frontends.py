@@ -67,11 +67,13 @@ def test_a_frontend_row_carries_its_frozen_cost_and_rules():
 
 def test_coverage_counts_gold_and_packets_identical_to_the_reference():
     reference = {"q1": {"sha256": "a"}, "q2": {"sha256": "b"}, "q3": {"sha256": "c"}}
-    packets = [{"question_id": "q1", "sha256": "a"}, {"question_id": "q2", "sha256": "x"},
-               {"question_id": "q3", "sha256": "c"}]
+    packets = [{"question_id": "q1", "sha256": "a", "chars": 100, "truncated": False},
+               {"question_id": "q2", "sha256": "x", "chars": 60000, "truncated": True},
+               {"question_id": "q3", "sha256": "c", "chars": 250, "truncated": False}]
     rows = evidence_rows("llm", packets, reference, {"q1": True, "q2": True, "q3": False},
                          {"q1": "sh", "q2": "sh", "q3": "mh"})
     table = coverage_table(rows)
     expected = pd.DataFrame({"frontend": ["llm", "llm"], "hop": ["sh", "mh"], "n": [2, 1],
-                             "gold_present": [2, 0], "same_packet": [1, 1]})
+                             "gold_present": [2, 0], "same_packet": [1, 1], "median_chars": [30050.0, 250.0],
+                             "truncated": [1, 0]})
     pd.testing.assert_frame_equal(table, expected, check_dtype=False)
