@@ -3,7 +3,7 @@ the preregistered paired contrasts. Everything is recomputable from bundles + la
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -175,12 +175,26 @@ def key_change_strata(items: pd.DataFrame, changed: Mapping[str, bool], arms: Se
     return accuracy(part, ["arm", "hop", "keys_change"]).round(2)
 
 
-def reader_grid(items: pd.DataFrame) -> pd.DataFrame:
-    """Table 2's shape: one row per (reader, frontend), SH / MH accuracy per view."""
+def reader_grid(items: pd.DataFrame, paper: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Table 2's shape: one row per (reader, frontend), SH / MH accuracy per view.
+
+    `paper` ({"view", "n", "correct": {frontend kind: count}}) adds, per row, that view's
+    correct answers over all its questions beside the paper's count for the same kind of
+    frontend (grammar, llm, hybrid: a frontend's name up to its first '_'); the paper states
+    Table 7 as counts. A row over another number of questions gets no paper count."""
     acc = accuracy(items, ["reader", "frontend", "arm", "hop"])
     acc["column"] = acc["arm"] + " " + acc["hop"].str.upper()
     grid = acc.pivot_table(index=["reader", "frontend"], columns="column", values="accuracy", sort=False)
-    return grid.round(2).reset_index()
+    grid = grid.round(2).reset_index()
+    if paper is None:
+        return grid
+    view = paper["view"]
+    counts = (items[items["arm"] == view].groupby(["reader", "frontend"], sort=False)["substring_em"]
+              .agg(correct="sum", n="size").reset_index())
+    grid = grid.merge(counts.rename(columns={"correct": f"{view} correct"}), on=["reader", "frontend"], how="left")
+    kind = grid["frontend"].str.split("_").str[0]
+    grid["paper correct"] = [paper["correct"].get(k) if n == paper["n"] else None for k, n in zip(kind, grid["n"])]
+    return grid
 
 
 def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:

@@ -12,12 +12,14 @@ frontends, <experiment>[_<population>]_readers.* is the reader x frontend grid (
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+PAPER = ROOT / "datasets" / "paper"  # the paper's reference numbers
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
@@ -166,15 +168,24 @@ def write_non_overflow(out: Tables, items: pd.DataFrame) -> None:
                                           "and, where it differs, the lengths this reader never truncated")
 
 
+def paper_frontends(experiment: str) -> dict[str, Any] | None:
+    """The paper's correct answers per frontend for this experiment (Table 7), if it gives them."""
+    path = PAPER / f"{experiment}.json"
+    return json.loads(path.read_text(encoding="utf-8")).get("frontends") if path.is_file() else None
+
+
 def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables: Path, experiment: str) -> None:
-    """Table 2: the reader x frontend grid, when this dataset and population have several."""
+    """Table 2: the reader x frontend grid, when this dataset and population have several;
+    Table 7's also in correct answers beside the paper's."""
     grid = [p for p in chosen.sealed if all(chosen.slices[p][k] == chosen.wanted[k] for k in ("dataset", "population"))]
     if len({(chosen.slices[p]["reader"], chosen.slices[p]["frontend"]) for p in grid}) <= 1:
         return
     grid_items = experiment_items(grid, vault, questions, chosen.cfg.experiment.cluster)
-    write_table(reader_grid(grid_items), tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
+    paper = paper_frontends(experiment)
+    write_table(reader_grid(grid_items, paper), tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
                 f"{experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
-                f"Population: {chosen.wanted['population']}. Substring exact match (%).")
+                f"Population: {chosen.wanted['population']}. Substring exact match (%)."
+                + (f" Paper correct: {paper['source']}." if paper else ""))
 
 
 def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:

@@ -49,6 +49,21 @@ def test_key_change_strata_and_reader_grid(items):
     assert strata["n"].sum() == 16 and set(strata["keys_change"]) == {True, False}
     grid = reader_grid(pd.concat([items, items.assign(reader="s", substring_em=0)]))
     assert list(grid["reader"]) == ["r", "s"] and grid.loc[grid.reader == "s", "cmc MH"].item() == 0.0
+    assert "paper correct" not in grid
+
+
+def test_reader_grid_counts_correct_answers_beside_the_papers_for_the_same_frontend_kind(items):
+    """Table 7 is stated in correct answers per frontend kind; a row over another number of
+    questions (a subset of histories) gets no paper count."""
+    cmc = items[items["arm"] == "cmc"]
+    frontends = pd.concat([cmc.assign(frontend="grammar"), cmc.assign(frontend="hybrid_lines_x", substring_em=0),
+                           cmc.head(3).assign(frontend="llm_lines_x")])
+    paper = {"view": "cmc", "n": len(cmc), "correct": {"grammar": 7, "hybrid": 6, "llm": 5}}
+    grid = reader_grid(frontends, paper).set_index("frontend")
+    assert grid.loc["grammar", "cmc correct"] == cmc["substring_em"].sum() and grid.loc["grammar", "n"] == len(cmc)
+    assert grid.loc["hybrid_lines_x", "cmc correct"] == 0 and grid.loc["hybrid_lines_x", "paper correct"] == 6
+    assert grid.loc["grammar", "paper correct"] == 7
+    assert grid.loc["llm_lines_x", "n"] == 3 and pd.isna(grid.loc["llm_lines_x", "paper correct"])
 
 
 def test_length_order_and_accuracy_groups(items):
