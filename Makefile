@@ -102,6 +102,7 @@ frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements
 	$(PY) run.py experiment=table7 frontend=llm $(LLM_FRONTEND) '+dataset.lengths=[6k,32k]' population=short
 	$(PY) scripts/frontend_report.py
 	$(PY) scripts/make_tables.py table7
+	$(PY) scripts/make_tables.py table7 --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
 	$(PY) scripts/make_tables.py table7 --population short
 	$(PY) scripts/make_tables.py table7 --population short --frontend llm_$(REPLY_FORMAT)_$(EXTRACTOR)
 	$(PY) scripts/make_tables.py table7 --population short --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
