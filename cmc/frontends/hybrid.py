@@ -119,7 +119,7 @@ class HybridFrontend(LLMFrontend):
             problem = review_problem(Counter(evidence[rule].values()))
             for pos in dissenters(evidence[rule]):
                 record = corpus.record(pos)
-                fixed, _ = self._ask(calls, [record], catalogue, {pos: problem})
+                fixed, _ = self._ask(calls, [record], catalogue, {pos: problem}, "review")
                 direct.update(fixed)
                 learn(catalogue, [record], fixed)
         book.settle(book.evidence(direct))

@@ -210,14 +210,14 @@ class LLMFrontend:
                       ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
         """One batch asked directly, then each rejected record repaired on its own: the
         validated extractions, and what is still wrong with every record never got right."""
-        accepted, problems = self._ask(calls, batch, catalogue, {})
+        accepted, problems = self._ask(calls, batch, catalogue, {}, "extract")
         for _ in range(self.repair_rounds):
             # One statement per repair call, told what was wrong: short enough that a
             # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
             retried: dict[int, str] = {}
             for pos, problem in sorted(problems.items()):
                 record = next(r for r in batch if r.pos == pos)
-                fixed, still = self._ask(calls, [record], catalogue, {pos: problem})
+                fixed, still = self._ask(calls, [record], catalogue, {pos: problem}, "repair")
                 accepted.update(fixed)
                 retried.update(still)
             problems = retried
@@ -253,8 +253,8 @@ class LLMFrontend:
         return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
 
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
-             problems: dict[int, str]) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch))
+             problems: dict[int, str], purpose: str) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+        prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch), purpose)
         accepted, rejected = self.reply.parse(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
@@ -263,7 +263,7 @@ class LLMFrontend:
     def _align(self, calls: ExtractorCalls, catalogue: dict[str, str]) -> dict[str, str]:
         if len(catalogue) < 2:
             return {}
-        prediction = calls.answer(self._align_request(catalogue), "the relation alignment")
+        prediction = calls.answer(self._align_request(catalogue), "the relation alignment", "align")
         if prediction.finish_reason == "length":
             raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
                             f"raise frontend.extractor.max_new_tokens")

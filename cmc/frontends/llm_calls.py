@@ -9,6 +9,7 @@ over all its sittings, since no one process sees a resumed extraction whole.
 """
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,6 +35,7 @@ class ExtractorCalls:
         self.service = GenerationService(extractor, self.store, PredictionJournal(journal_path),
                                          on_finished=lambda _: sitting.finished(), label=name)
         self.used: dict[str, Prediction] = {}
+        self.purpose: dict[str, str] = {}  # request id -> why it was first asked (extract, repair, review, align)
 
     def __enter__(self) -> "ExtractorCalls":
         return self
@@ -42,16 +44,19 @@ class ExtractorCalls:
                  trace: TracebackType | None) -> None:
         self.store.close()
 
-    def answer(self, request: Request, where: str) -> Prediction:
+    def answer(self, request: Request, where: str, purpose: str) -> Prediction:
         """The stored answer to this exact request, else a fresh generation. A failed
         generation stops extraction: freezing around it would make the failure part of every
-        arm's memory. It is retried on the next run."""
+        arm's memory. It is retried on the next run. `purpose` is counted in the cost: where
+        the calls go (batches against one-statement repairs and reviews) is what makes an
+        extraction cheap or dear."""
         if request.evidence_truncated_tokens:
             raise DataError(f"{self.name}: {where} does not fit the extractor's input cap; lower batch_records")
         prediction = self.service.answer(request)
         if prediction.error is not None:
             raise DataError(f"{self.name}: the extractor failed on {where}: {prediction.error}; rerun to retry")
         self.used[request.id] = prediction
+        self.purpose.setdefault(request.id, purpose)
         return prediction
 
     def cost(self) -> dict[str, Any]:
@@ -59,6 +64,8 @@ class ExtractorCalls:
         usage), the seconds of every sitting that generated them, and how many of the calls
         this process sent (0 on a rerun answered from the journal or store)."""
         usage = [p.usage for p in self.used.values()]
+        purposes = Counter(self.purpose[request_id] for request_id in self.used)
         return {"calls": len(usage), "input_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
                 "output_tokens": sum(u.get("completion_tokens", 0) for u in usage),
-                "seconds": total(read_sittings(self.sittings_path))["seconds"], "sent": self.service.sent}
+                "seconds": total(read_sittings(self.sittings_path))["seconds"], "sent": self.service.sent,
+                "calls_by_purpose": dict(sorted(purposes.items()))}

@@ -215,6 +215,8 @@ def test_rules_are_induced_reviewed_applied_and_the_rest_extracted_directly(serv
     calls = PredictionJournal(frontend.work_path(corpus_of([history]), ".journal.jsonl")).read().values()
     cost = frontend.metadata["cost"]
     assert (cost["calls"], cost["sent"]) == (len(calls), 8) == (8, 8)
+    # the oracle's "repair" calls after batch 2 are the three conflict reviews
+    assert cost["calls_by_purpose"] == {"align": 1, "extract": 3, "repair": 1, "review": 3}
     assert cost["input_tokens"] == sum(p.usage["prompt_tokens"] for p in calls) > 0
     assert cost["output_tokens"] == sum(p.usage["completion_tokens"] for p in calls) > 0
     frozen = json.loads(frontend.frozen_path(corpus_of([history])).read_text())

@@ -56,13 +56,16 @@ def test_two_names_for_one_relation_are_a_split():
 
 
 def test_a_frontend_row_carries_its_frozen_cost_and_rules():
-    metadata = {"cost": {"calls": 17, "input_tokens": 900, "output_tokens": 300, "seconds": 12.34},
+    metadata = {"cost": {"calls": 17, "input_tokens": 900, "output_tokens": 300, "seconds": 12.34,
+                         "calls_by_purpose": {"align": 1, "extract": 6, "review": 10}},
                 "hybrid": {"kept": [{"rule": "a"}, {"rule": "b"}], "rejected": [{"rule": "c"}],
                            "covered_by_rules": 4, "extracted_directly": 2}}
     row = frontend_row("hybrid_x", REFERENCE, REFERENCE, metadata)
     assert (row["calls"], row["rules_kept"], row["rules_rejected"], row["covered_by_rules"]) == (17, 2, 1, 4)
     assert row["facts"] == 6 and row["same_triples"] == 6 and row["seconds"] == 12.3
+    assert row["calls_by_purpose"] == "align 1, extract 6, review 10"
     assert frontend_row("llm_x", REFERENCE, REFERENCE, {})["rules_kept"] is None
+    assert frontend_row("llm_x", REFERENCE, REFERENCE, {})["calls_by_purpose"] is None
 
 
 def test_coverage_counts_gold_and_packets_identical_to_the_reference():
