@@ -182,10 +182,12 @@ def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables:
         return
     grid_items = experiment_items(grid, vault, questions, chosen.cfg.experiment.cluster)
     paper = paper_frontends(experiment)
-    write_table(reader_grid(grid_items, paper), tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
+    table = reader_grid(grid_items, paper)
+    compared = paper is not None and table["paper correct"].notna().any()  # none on another number of questions
+    write_table(table, tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
                 f"{experiment}: reader x frontend grid", f"Readers: {', '.join(sorted(grid_items['reader'].unique()))}. "
                 f"Population: {chosen.wanted['population']}. Substring exact match (%)."
-                + (f" Paper correct: {paper['source']}." if paper else ""))
+                + (f" Paper correct: {paper['source']}." if compared else ""))
 
 
 def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:
