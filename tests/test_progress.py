@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from cmc.progress import Progress
 
 
@@ -44,42 +46,26 @@ def test_the_last_request_is_not_reported_as_progress(caplog):
     assert caplog.messages == ["view: 1 of 2 sent (60.0 a minute, about 0 min left)"]
 
 
-def test_a_count_that_goes_back_is_reported_as_it_is(caplog):
-    """The hybrid frontend's settled statements drop when a rule is rejected."""
+@pytest.mark.parametrize("label, steps, expected", [
+    pytest.param(  # the hybrid frontend's settled statements drop when a rule is rejected
+        "hybrid 6k", [(60, 600, False), (60, 450, False)],
+        ["hybrid 6k: 600 of 1000 sent (600.0 a minute, about 1 min left)",
+         "hybrid 6k: 450 of 1000 sent (no net progress in the last 1 min)"], id="a count that goes back"),
+    pytest.param(  # a burst in one interval does not set the rate of the next
+        "extract 262k", [(60, 900, False), (60, 910, False)],
+        ["extract 262k: 900 of 1000 sent (900.0 a minute, about 0 min left)",
+         "extract 262k: 910 of 1000 sent (10.0 a minute, about 9 min left)"], id="rate since the previous line"),
+    pytest.param(  # a resumed extraction replays 900 journaled statements at once, then settles 1 a minute
+        "hybrid 262k", [(0, 900, True), (60, 901, False), (60, 951, True)],
+        ["hybrid 262k: 901 of 1000 sent (1.0 a minute, about 99 min left)",
+         "hybrid 262k: 951 of 1000 sent (no net progress in the last 1 min)"], id="replayed moves are no rate"),
+])
+def test_each_line_reports_the_count_and_the_rate_of_work_done_since_the_previous_one(caplog, label, steps,
+                                                                                       expected):
     clock = FakeClock()
-    progress = Progress("hybrid 6k", 1000, every_s=60, done_word="statements settled", clock=clock)
+    progress = Progress(label, 1000, every_s=60, clock=clock)
     with caplog.at_level(logging.INFO, logger="cmc.progress"):
-        clock.now += 60
-        progress.set(600)
-        clock.now += 60
-        progress.set(450)
-    assert caplog.messages == ["hybrid 6k: 600 of 1000 statements settled (600.0 a minute, about 1 min left)",
-                               "hybrid 6k: 450 of 1000 statements settled (no net progress in the last 1 min)"]
-
-
-def test_the_rate_counts_only_the_interval_since_the_previous_line(caplog):
-    """A burst in one interval does not set the rate of the next."""
-    clock = FakeClock()
-    progress = Progress("extract 262k", 1000, every_s=60, done_word="statements extracted", clock=clock)
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
-        clock.now += 60
-        progress.set(900)
-        clock.now += 60
-        progress.set(910)
-    assert caplog.messages == ["extract 262k: 900 of 1000 statements extracted (900.0 a minute, about 0 min left)",
-                               "extract 262k: 910 of 1000 statements extracted (10.0 a minute, about 9 min left)"]
-
-
-def test_replayed_moves_count_but_do_not_enter_the_rate(caplog):
-    """A resumed extraction replays 900 journaled statements at once, then settles 1 a
-    minute: its first line already says 1 a minute, not 901."""
-    clock = FakeClock()
-    progress = Progress("hybrid 262k", 1000, every_s=60, done_word="statements settled", clock=clock)
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
-        progress.set(900, replayed=True)
-        clock.now += 60
-        progress.set(901)
-        clock.now += 60
-        progress.update(50, replayed=True)
-    assert caplog.messages == ["hybrid 262k: 901 of 1000 statements settled (1.0 a minute, about 99 min left)",
-                               "hybrid 262k: 951 of 1000 statements settled (no net progress in the last 1 min)"]
+        for advance, done, replayed in steps:
+            clock.now += advance
+            progress.set(done, replayed=replayed)
+    assert caplog.messages == expected
