@@ -53,7 +53,8 @@ def _table(tables: Path, stem: str, part: str = "") -> dict[str, Any] | None:
     return {"markdown": body, "rows": rows}
 
 
-def _paper(reference_dir: Path, experiment: str) -> dict[str, Any] | None:
+def paper_reference(reference_dir: Path, experiment: str) -> dict[str, Any] | None:
+    """The paper's numbers for this experiment (datasets/paper/<experiment>.json), if given."""
     path = reference_dir / f"{experiment}.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
@@ -69,7 +70,7 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
         main = _table(tables, stem)
         if main is None:
             continue
-        sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": _paper(reference_dir, experiment),
+        sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": paper_reference(reference_dir, experiment),
                          **{part: _table(tables, stem, part) for part in SECTIONS}})
     return sections
 

@@ -12,7 +12,6 @@ frontends, <experiment>[_<population>]_readers.* is the reader x frontend grid (
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from scoring.methods import cost_table, outcome_table  # noqa: E402
 from scoring.generation_cost import engine_label, generation_table  # noqa: E402
 from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
 from scoring.interaction import non_overflow_table  # noqa: E402
+from scoring.narrative import paper_reference  # noqa: E402
 from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
                             reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
@@ -168,12 +168,6 @@ def write_non_overflow(out: Tables, items: pd.DataFrame) -> None:
                                           "and, where it differs, the lengths this reader never truncated")
 
 
-def paper_frontends(experiment: str) -> dict[str, Any] | None:
-    """The paper's correct answers per frontend for this experiment (Table 7), if it gives them."""
-    path = PAPER / f"{experiment}.json"
-    return json.loads(path.read_text(encoding="utf-8")).get("frontends") if path.is_file() else None
-
-
 def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables: Path, experiment: str) -> None:
     """Table 2: the reader x frontend grid, when this dataset and population have several;
     Table 7's also in correct answers beside the paper's."""
@@ -181,7 +175,7 @@ def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables:
     if len({(chosen.slices[p]["reader"], chosen.slices[p]["frontend"]) for p in grid}) <= 1:
         return
     grid_items = experiment_items(grid, vault, questions, chosen.cfg.experiment.cluster)
-    paper = paper_frontends(experiment)
+    paper = (paper_reference(PAPER, experiment) or {}).get("frontends")  # Table 7's counts per frontend
     table = reader_grid(grid_items, paper)
     compared = paper is not None and table["paper correct"].notna().any()  # none on another number of questions
     write_table(table, tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",

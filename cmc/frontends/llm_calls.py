@@ -64,8 +64,7 @@ class ExtractorCalls:
         usage), the seconds of every sitting that generated them, and how many of the calls
         this process sent (0 on a rerun answered from the journal or store)."""
         usage = [p.usage for p in self.used.values()]
-        purposes = Counter(self.purpose[request_id] for request_id in self.used)
         return {"calls": len(usage), "input_tokens": sum(u.get("prompt_tokens", 0) for u in usage),
                 "output_tokens": sum(u.get("completion_tokens", 0) for u in usage),
                 "seconds": total(read_sittings(self.sittings_path))["seconds"], "sent": self.service.sent,
-                "calls_by_purpose": dict(sorted(purposes.items()))}
+                "calls_by_purpose": dict(sorted(Counter(self.purpose.values()).items()))}
