@@ -23,17 +23,35 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from itertools import islice
 from typing import Callable, Iterable, Iterator, Sequence
 
 from cmc.cache import PredictionStore
+from cmc.errors import DataError
 from cmc.io import canonical_json
 from cmc.journal import PredictionJournal
 from cmc.progress import Progress
 from cmc.readers.base import Prediction, Reader, Request
 
 log = logging.getLogger(__name__)
+
+_NO_GENERATION: ContextVar[str | None] = ContextVar("no_generation", default=None)
+
+
+@contextmanager
+def no_generation(job: str) -> Iterator[None]:
+    """Inside this block every GenerationService answers from its store and journals only,
+    and a request they do not hold is refused, not sent. A replay or a seal check verifies
+    what was recorded: sending would spend the user's credentials on whatever server a
+    (possibly foreign) bundle names, and would not check anything."""
+    token = _NO_GENERATION.set(job)
+    try:
+        yield
+    finally:
+        _NO_GENERATION.reset(token)
 
 
 def generation_order(requests: Iterable[Request]) -> list[Request]:
@@ -144,6 +162,10 @@ class GenerationService:
         reused = self.reused - reused_before
         log.log(level, "%s: %d requests to generate (%d already stored%s)", self.label, len(pending), len(done),
                 f", {reused} of them answers under another cap" if reused else "")
+        if pending and (job := _NO_GENERATION.get()) is not None:
+            where = self.journal.path if self.journal is not None else "the prediction store"
+            raise DataError(f"{where}: {job} never generates, and {len(pending)} request(s) of {self.label} "
+                            f"are not answered there (first {pending[0].id[:12]})")
         if pending:
             self.preflight()
         for prediction in self._send(generation_order(pending)):
@@ -155,6 +177,8 @@ class GenerationService:
         return self.generate([request])[request.id]
 
     def preflight(self) -> None:
+        if (job := _NO_GENERATION.get()) is not None:
+            raise DataError(f"{self.label}: {job} never contacts a reader")
         if not self._preflighted:
             self.reader.preflight()
             self._preflighted = True

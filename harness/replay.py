@@ -6,6 +6,7 @@ uses the stored outputs, so a replay checks artifacts and scoring, not generatio
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -16,7 +17,7 @@ from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.io import canonical_json, read_jsonl
 from cmc.evidence import select_all
-from cmc.manifest import PATH_REFERENCE
+from cmc.generation import no_generation
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
 from harness.config import compose
@@ -39,6 +40,16 @@ class ReplayReport:
 
 # Keys naming where a run writes (caches, frozen extractions): this machine's business.
 WRITE_LOCATIONS = ("cache_dir", "extractions_dir")
+# The one interpolation a recorded config keeps: a whole `${paths.NAME}` reference, then a
+# literal rest (`${paths.data_dir}/factconsolidation/...`). Anything else after it (a second
+# `${...}`, `${oc.env:...}`, `${oc.decode:...}`) would resolve on the replaying machine.
+WHOLE_PATH_REFERENCE = re.compile(r"\$\{paths\.[A-Za-z_][A-Za-z0-9_]*\}[^$]*")
+# Where a reader is reached and what credential it sends: never taken from a bundle.
+CREDENTIAL_SOURCES = ("api_key_env",)
+ADDRESSES = ("base_url",)
+# The config groups a bundle records; `paths` and `hydra` are this machine's.
+RECORDED_GROUPS = frozenset({"arm", "dataset", "embedder", "experiment", "frontend", "population", "prompt", "read",
+                             "reader"})
 MODEL_CACHE_KEY = "reader.model.cache_dir"  # this machine's cache of converted weights, from its default reader
 
 
@@ -57,6 +68,8 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
         cfg[key] = node
     for key in model_cache_keys(recorded):
         OmegaConf.update(cfg, key, model_cache)
+    for key in reader_keys(recorded, CREDENTIAL_SOURCES):  # the caller may name one of theirs
+        OmegaConf.update(cfg, key, None)
     cfg.merge_with_dotlist(list(overrides))
     OmegaConf.set_struct(cfg, True)
     check_config(cfg, f"{bundle / 'manifest.json'}")
@@ -69,14 +82,17 @@ def check_recorded_config(recorded: dict, where: str, overridden: set[str] | fro
     machine's environment (its secrets) into the replayed config. A location the run writes
     to must be such a reference too, or one the caller overrides (a model source's cache is
     replaced by this machine's), or a bundle could make a replay write files where it chose."""
+    if unknown := sorted(set(recorded) - RECORDED_GROUPS):
+        raise DataError(f"{where}: config.{unknown[0]} is not a recorded config group "
+                        f"(a bundle records {', '.join(sorted(RECORDED_GROUPS))})")
     check_targets(recorded, where)
     model_caches = set(model_cache_keys(recorded))
     for key, value in config_nodes(recorded):
-        if isinstance(value, str) and "${" in value and not value.startswith(PATH_REFERENCE):
+        if isinstance(value, str) and "${" in value and not WHOLE_PATH_REFERENCE.fullmatch(value):
             raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
                             f"a recorded config holds resolved values")
         if key.rsplit(".", 1)[-1] in WRITE_LOCATIONS and key not in model_caches | overridden and not (
-                isinstance(value, str) and value.startswith(PATH_REFERENCE)):
+                isinstance(value, str) and WHOLE_PATH_REFERENCE.fullmatch(value)):
             raise DataError(f"{where}: config.{key} = {value!r}: where a run writes is one of this machine's paths "
                             f"(a ${{paths.*}} reference); a bundle cannot choose it: pass {key}=<a folder of yours>")
 
@@ -88,8 +104,23 @@ def model_cache_keys(recorded: dict) -> list[str]:
                 "cmc.readers.") and key]
 
 
+def reader_keys(recorded: dict, names: Sequence[str]) -> list[str]:
+    """Dotted keys of the given settings (`base_url`, `api_key_env`) of every reader node in
+    a recorded config: the run's reader and any extractor inside its frontend."""
+    return [f"{key}.{name}" for key, node in config_nodes(recorded)
+            if isinstance(node, dict) and str(node.get("_target_", "")).startswith("cmc.readers.") and key
+            for name in names if name in node]
+
+
 def replay(bundle: str | Path, overrides: Sequence[str] = (), scores_dir: str | Path | None = None) -> ReplayReport:
-    bundle = Path(bundle)
+    """Check a bundle against what this code rebuilds from it. Nothing is generated: every
+    answer, the LLM frontend's extraction calls included, must come from the bundle, the
+    committed extraction files or this machine's store, or the replay is refused."""
+    with no_generation("a replay"):
+        return _replay(Path(bundle), overrides, scores_dir)
+
+
+def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | None) -> ReplayReport:
     report = ReplayReport(str(bundle))
     report.seal = verify_seal(bundle)
     manifest = read_manifest(bundle)

@@ -21,7 +21,7 @@ from cmc.errors import DataError
 from cmc.journal import PredictionJournal
 from harness.generate import run_generate
 from harness.methods import bundle_predictions
-from harness.replay import replay_config
+from harness.replay import ADDRESSES, reader_keys, replay_config
 from harness.runs import Run
 from harness.seal import run_seal
 from harness.stages import run_evidence, run_score
@@ -58,6 +58,16 @@ def _restore(bundle: Path, aside: Path, run: Run) -> None:
     shutil.rmtree(run.work_dir, ignore_errors=True)  # answers sent meanwhile stay in the prediction store
 
 
+def refuse_recorded_addresses(recorded: dict, overrides: Sequence[str], where: Path) -> None:
+    """A reseal may send the requests a bundle lacks, so every server address it uses is one
+    the caller gives: the address a bundle records (possibly someone else's server) would
+    receive this machine's requests and credentials."""
+    overridden = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    if recorded_only := [key for key in reader_keys(recorded, ADDRESSES) if key not in overridden]:
+        raise DataError(f"{where}: config.{recorded_only[0]} is an address the bundle records; a reseal sends only "
+                        f"where you say: pass {recorded_only[0]}=<your server>")
+
+
 def reseal(bundle: str | Path, overrides: Sequence[str] = ()) -> Path:
     """Re-seal `bundle` in place; returns its scores folder. The old bundle is set aside and
     put back if anything fails, or if the new bundle answers a request of the old one
@@ -66,6 +76,7 @@ def reseal(bundle: str | Path, overrides: Sequence[str] = ()) -> Path:
     bundle = Path(bundle)
     verify_seal(bundle)
     manifest = read_manifest(bundle)
+    refuse_recorded_addresses(manifest["config"], overrides, bundle / "manifest.json")
     cfg = replay_config(bundle, overrides, manifest)
     run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
     aside = set_aside_path(run)

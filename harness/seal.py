@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
 from cmc.cache import PredictionStore
+from cmc.generation import no_generation
 from cmc.errors import DataError
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
 from cmc.manifest import config_differences, experiment_config
@@ -121,7 +122,13 @@ def request_rows(run: Run) -> list[dict[str, Any]]:
 def check_reproduces(run: Run) -> None:
     """A sealed bundle stands only if this code and config still produce its config,
     evidence and requests byte for byte; otherwise say so rather than keep a stale result.
-    The evidence is recomputed with this code, never read back from an earlier run's file."""
+    The evidence is recomputed with this code, never read back from an earlier run's file.
+    A check generates nothing (an extraction it needs must be frozen or journaled)."""
+    with no_generation("a seal check"):
+        _check_reproduces(run)
+
+
+def _check_reproduces(run: Run) -> None:
     if not run.evidence_written and run.method is None:
         write_run_evidence(run)
     sealed = sealed_digests(run.bundle_dir)
