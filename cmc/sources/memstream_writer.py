@@ -7,7 +7,6 @@ reads back.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cmc.io import atomic_write_text, sha256_file, temp_sibling, write_jsonl
+from cmc.io import atomic_write_text, json_text, sha256_file, temp_sibling, write_jsonl
 from cmc.sources.memstream_builder import NAME, PROTOCOL, MemStream, RecordParser
 from cmc.sources.memstream_cases import Source
 
@@ -41,7 +40,7 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def _json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return json_text(obj, indent=2)
 
 
 def write_outputs(stream: MemStream, source: Source, frontend: RecordParser, out_dir: str | os.PathLike[str],
