@@ -11,7 +11,7 @@ from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-from cmc.io import canonical_json, sha256_text
+from cmc.io import canonical_json, sha256_text, writable_dir
 from cmc.readers.models import ModelSource
 
 
@@ -95,7 +95,7 @@ def cached_vectors(embedder: Any, texts: Sequence[str], cache_dir: str | Path) -
     if path.is_file():
         return np.load(path)
     vectors = embedder.encode(list(texts))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    writable_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npy")
     np.save(tmp, vectors)
     os.replace(tmp, path)

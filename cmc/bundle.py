@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cmc.errors import DataError
-from cmc.io import atomic_write_text, canonical_json, json_text, jsonl_text, read_json, read_jsonl, sha256_file, sha256_text
+from cmc.io import (atomic_write_text, canonical_json, json_text, jsonl_text, read_json, read_jsonl, sha256_file,
+                    sha256_text, writable_dir)
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"
@@ -37,8 +38,8 @@ def write_bundle(
     if target.exists():
         raise FileExistsError(f"{target} exists; bundles are immutable once sealed")
     staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    shutil.rmtree(writable_dir(target.parent) / staging.name, ignore_errors=True)
+    staging.mkdir()
     texts = {
         "manifest.json": json_text(manifest),
         "evidence.jsonl": jsonl_text(evidence),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cmc.errors import DataError
-from cmc.io import canonical_json
+from cmc.io import canonical_json, writable_dir
 from cmc.readers.base import Prediction
 
 # The store is a cache: every successful answer of a run is also in its journal.
@@ -26,7 +26,7 @@ REBUILD_HINT = ("move the file away: the next `stage=generate` refills it from e
 class PredictionStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.path.parent)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=60)
         with self._readable():

@@ -7,10 +7,41 @@ import json
 import math
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from cmc.errors import DataError
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
+
+# The folders this process may write under (None: not confined). Set by the stage runner,
+# replay and reseal from the configured paths; process-wide, so worker threads obey it too.
+_write_roots: tuple[Path, ...] | None = None
+
+
+@contextmanager
+def writes_confined_to(roots: Iterable[str | os.PathLike[str]]) -> Iterator[None]:
+    """Inside this block every folder the harness creates or writes into must lie under one
+    of `roots` (symlinks resolved): a name that becomes a path (`arm.name=../../x`) or a
+    recorded location can then never place a file elsewhere, whichever code path built it."""
+    global _write_roots
+    before = _write_roots
+    _write_roots = tuple(Path(os.path.abspath(Path(root).expanduser())).resolve() for root in roots)
+    try:
+        yield
+    finally:
+        _write_roots = before
+
+
+def writable_dir(folder: str | os.PathLike[str]) -> Path:
+    """`folder`, created with its parents, after checking it lies under the configured roots."""
+    folder = Path(folder)
+    if _write_roots is not None:
+        real = Path(os.path.abspath(folder)).resolve()
+        if not any(real == root or real.is_relative_to(root) for root in _write_roots):
+            raise DataError(f"{folder}: outside the folders this run may write to "
+                            f"({', '.join(map(str, _write_roots))}); a name or path in the config leads out of them")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def canonical_json(obj: Any) -> str:
@@ -63,7 +94,7 @@ def temp_sibling(target: Path) -> tuple[int, str]:
 
     mkstemp creates 0600 files; renamed into place they would hide sealed results from
     the group and from other users of a shared results folder."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    writable_dir(target.parent)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_umask())
     return fd, tmp

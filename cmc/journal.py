@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cmc.errors import DataError
-from cmc.io import jsonl_text
+from cmc.io import jsonl_text, writable_dir
 from cmc.readers.base import Prediction
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class PredictionJournal:
         text = jsonl_text(p.to_json() for p in predictions if p.error is None)
         if not text:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.path.parent)
         with open(self.path, "a+b") as handle:
             size = handle.seek(0, os.SEEK_END)
             if size:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from cmc.errors import DataError
+from cmc.io import writable_dir
 
 
 class RunLock:
@@ -35,7 +36,7 @@ class RunLock:
             self._release()
 
     def _acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.path.parent)
         handle = open(self.path, "a+")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -67,7 +68,7 @@ class FileLock:
         self._handle = None
 
     def __enter__(self) -> "FileLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.path.parent)
         self._handle = open(self.path, "a+")
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
         return self

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.readers.compute import DTYPES
-from cmc.secrets import scrub_tree
+from cmc.secrets import register_env_secrets, scrub_tree
+from cmc.targets import config_nodes
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
             "rank-bm25", "FlagEmbedding", "httpx", "cmc-harness")
@@ -78,6 +79,7 @@ def experiment_config(cfg: DictConfig) -> dict[str, Any]:
     against the replaying machine's paths."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     raw = OmegaConf.to_container(cfg, resolve=False)
+    register_env_secrets(value for _, value in config_nodes(raw) if isinstance(value, str))
     # Credentials never reach a manifest (a base_url's user:password@, a key in a value).
     return _without(scrub_tree(_keep_path_references(resolved, raw)), MACHINE_LOCAL)
 
@@ -123,7 +125,7 @@ def build_manifest(
         "git": frozen_git_state(root, cfg.get("allow_dirty", False)),
         "packages": package_versions(),
         "dataset_pin": dataset_pin,
-        "reader_pin": reader_pin,
+        "reader_pin": scrub_tree(reader_pin),  # a token sent in the body (extra_body) is part of the pin
         "prompt_version": prompt_version,
         "preregistered": OmegaConf.to_container(cfg.experiment.preregistered, resolve=True),
         "population": {"name": cfg.population.name, "n": len(question_ids),

@@ -21,6 +21,7 @@ from cmc.generation import no_generation
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
 from harness.config import compose
+from harness.confine import check_names, confined
 from harness.methods import predictions_by_id, rerun_over
 from harness.runs import Run
 from harness.schemas import check_config
@@ -73,6 +74,7 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     cfg.merge_with_dotlist(list(overrides))
     OmegaConf.set_struct(cfg, True)
     check_config(cfg, f"{bundle / 'manifest.json'}")
+    check_names(cfg, f"{bundle / 'manifest.json'}")
     return cfg
 
 
@@ -124,7 +126,13 @@ def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | Non
     report = ReplayReport(str(bundle))
     report.seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
-    run = Run(replay_config(bundle, overrides, manifest), frozen_reader_pin=manifest["reader_pin"])
+    cfg = replay_config(bundle, overrides, manifest)
+    with confined(cfg):
+        return _check(Run(cfg, frozen_reader_pin=manifest["reader_pin"]), bundle, report, scores_dir)
+
+
+def _check(run: Run, bundle: Path, report: ReplayReport, scores_dir: str | Path | None) -> ReplayReport:
+    """Evidence, request ids and scores of an arm's bundle against what this code rebuilds."""
     if run.method is not None:
         return _replay_method(run, bundle, report, scores_dir)
     stored = read_bundle_jsonl(bundle, "evidence.jsonl")

@@ -16,9 +16,12 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
+from omegaconf import DictConfig
+
 from cmc.bundle import read_manifest, verify_seal
 from cmc.errors import DataError
 from cmc.journal import PredictionJournal
+from harness.confine import confined
 from harness.generate import run_generate
 from harness.methods import bundle_predictions
 from harness.replay import ADDRESSES, reader_keys, replay_config
@@ -78,6 +81,11 @@ def reseal(bundle: str | Path, overrides: Sequence[str] = ()) -> Path:
     manifest = read_manifest(bundle)
     refuse_recorded_addresses(manifest["config"], overrides, bundle / "manifest.json")
     cfg = replay_config(bundle, overrides, manifest)
+    with confined(cfg):
+        return _reseal_in_place(bundle, cfg, manifest)
+
+
+def _reseal_in_place(bundle: Path, cfg: DictConfig, manifest: dict) -> Path:
     run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
     aside = set_aside_path(run)
     if run.bundle_dir.resolve() != bundle.resolve():

@@ -2,7 +2,6 @@
 the folders it writes (evidence, work, bundle, scores)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -12,7 +11,6 @@ from omegaconf import DictConfig
 
 from cmc.bundle import read_manifest
 from cmc.cache import PredictionStore
-from cmc.errors import DataError
 from cmc.evidence import rebuild_text
 from cmc.graph import Memory, build_memories
 from cmc.io import read_jsonl
@@ -26,10 +24,10 @@ from cmc.readers.base import Reader, Request
 from cmc.records import Question
 from cmc.sources import Dataset
 from cmc.targets import instantiate_known
+from harness.confine import check_name
 from harness.evidence import evidence_is_current, evidence_path, write_run_evidence
 
 ROOT = Path(__file__).resolve().parent.parent
-SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 @dataclass
@@ -110,8 +108,7 @@ class Run:
     def name(self) -> str:
         parts = {key: self.cfg[key].name for key in ("dataset", "frontend", "population", "arm", "reader")}
         for key, part in {**parts, "experiment": self.cfg.experiment.name}.items():
-            if not isinstance(part, str) or not SAFE_NAME.fullmatch(part):  # names become folder names
-                raise DataError(f"{key}.name = {part!r}: use letters, digits, '_', '.' and '-' (not leading '.')")
+            check_name(key, part)  # names become folder names
         return "-".join(parts.values())
 
     @cached_property

@@ -27,6 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from cmc.errors import DataError
 from cmc.targets import KNOWN_TARGETS, config_nodes, known_targets
+from harness.confine import check_names
 
 _PLAIN = (int, float, str, bool)
 
@@ -112,6 +113,7 @@ def check_config(cfg: DictConfig, where: str = "config") -> None:
     for key, node in config_nodes(tree):
         if isinstance(node, dict) and node.get("_target_") in allowed:
             _check_node(key, node, where)
+    check_names(cfg, where)
 
 
 def _check_node(key: str, node: dict[str, Any], where: str) -> None:

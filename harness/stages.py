@@ -17,8 +17,10 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
+from cmc.errors import DataError
 from cmc.io import atomic_write_text, json_text
 from cmc.vault import LabelVault
+from harness.confine import confined
 from harness.evidence import write_run_evidence
 from harness.generate import run_generate, run_prepare
 from harness.runs import Run
@@ -75,8 +77,10 @@ STAGES: dict[str, Callable[..., Path]] = {
 
 
 def run(cfg: DictConfig) -> Path:
-    """Check the composed config against the schemas, then run the chosen stage."""
+    """Check the composed config against the schemas, then run the chosen stage, writing only
+    under the configured folders."""
     check_config(cfg)
     if cfg.stage not in STAGES:
-        raise ValueError(f"unknown stage {cfg.stage!r}; valid stages: {', '.join(sorted(STAGES))}")
-    return STAGES[cfg.stage](cfg)
+        raise DataError(f"stage={cfg.stage!r} is not a stage; the stages: {', '.join(sorted(STAGES))}")
+    with confined(cfg):
+        return STAGES[cfg.stage](cfg)

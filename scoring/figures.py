@@ -14,12 +14,13 @@ from matplotlib.lines import Line2D  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from scoring.tables import accuracy, length_order  # noqa: E402
+from cmc.io import writable_dir  # noqa: E402
 
 HOP_TITLES = {"sh": "single-hop", "mh": "multi-hop"}
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    writable_dir(path.parent)
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp, dpi=150, bbox_inches="tight")
     plt.close(fig)

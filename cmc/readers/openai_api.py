@@ -34,6 +34,7 @@ import os
 import random
 import threading
 import time
+from urllib.parse import urlsplit
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Sequence
@@ -42,7 +43,7 @@ import httpx
 
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, cut_at_stop, strip_think
-from cmc.secrets import scrub
+from cmc.secrets import register_secret, scrub
 
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 
@@ -70,6 +71,13 @@ def _retry_after(response: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:  # not a URL urlsplit can read: preflight names it
+        return None
 
 
 class _Retryable(Exception):
@@ -111,6 +119,8 @@ class OpenAIReader:
             raise ValueError("max_retries >= 0, concurrency >= 1 and max_new_tokens >= 1 are required")
         self.name = name
         self._connect_url = str(base_url).rstrip("/")  # as given: it may carry user:password@
+        register_secret(_password(self._connect_url))
+        register_secret(os.environ.get(api_key_env) if api_key_env else None)
         self.base_url = scrub(self._connect_url)  # what is recorded and shown
         self.model = str(model)
         self.api_key_env = api_key_env
@@ -169,6 +179,7 @@ class OpenAIReader:
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        register_secret(key)  # scrubbed by value from every stored error and log line
         if key:  # local servers (vLLM, llama.cpp, cmc.readers.serve) need none
             headers["Authorization"] = f"Bearer {key}"
         return headers

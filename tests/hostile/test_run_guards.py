@@ -20,8 +20,10 @@ def _base(tmp_path, model) -> list[str]:
 @pytest.mark.parametrize("override", ["population.name=../../../escape", "arm.name=.hidden", "reader.name=a/b",
                                       "experiment.name=x y"])
 def test_a_name_that_would_escape_results_is_refused(tmp_path, tiny_model_dir, override):
-    run = Run(compose_config(*_base(tmp_path, tiny_model_dir), override))
-    with pytest.raises(DataError, match=r"\.name = .*use letters, digits"):
+    with pytest.raises(DataError, match=r"\.name = .*use letters, digits"):  # when the config is checked
+        compose_config(*_base(tmp_path, tiny_model_dir), override)
+    run = Run(compose_config(*_base(tmp_path, tiny_model_dir), override, check=False))
+    with pytest.raises(DataError, match=r"\.name = .*use letters, digits"):  # and again where it becomes a path
         run.bundle_dir
 
 
@@ -29,7 +31,7 @@ def test_bad_input_is_one_line_with_exit_status_2(tmp_path, tiny_model_dir):
     done = subprocess.run([sys.executable, "run.py", *_base(tmp_path, tiny_model_dir), "population.name=../escape",
                            f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("cmc: error: population.name = '../escape'")
+    assert done.stderr.strip().splitlines()[-1].startswith("cmc: error: config: population.name = '../escape'")
     assert not (tmp_path / "escape").exists() and not (tmp_path / "results").exists()
 
 

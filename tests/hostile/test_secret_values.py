@@ -1,0 +1,98 @@
+"""Credentials are scrubbed by value, not only by shape: an error body that echoes a bare key,
+a password holding '@', a token passed into the request body through the environment."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from cmc.secrets import REDACTED, register_env_secrets, scrub
+from harness.stages import run
+from tests.conftest import compose_config
+
+KEY = "plainkey0Fa1b2c3d4"           # shaped like no known key format
+TOKEN = "body-token-7a7a7a7a"
+PASSWORD = "pa@ss:w0rd"              # an '@' inside the password
+
+
+class EchoingServer:
+    """Answers /models, then every completion with a 503 (retried) and a 400 whose bodies
+    echo the bearer key bare, as some providers do."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, payload: dict) -> None:
+                body = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "m"}]})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.calls += 1
+                bare = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                status = 503 if owner.calls % 2 else 400
+                self._send(status, {"error": {"message": f"Invalid token provided: {bare}"}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server():
+    srv = EchoingServer()
+    yield srv
+    srv.httpd.shutdown()
+
+
+def files_holding(root: Path, *secrets: str) -> list[str]:
+    return [f"{path}: {secret}" for path in root.rglob("*") if path.is_file()
+            for secret in secrets if secret.encode() in path.read_bytes()]
+
+
+def test_no_credential_value_reaches_any_file_of_a_failed_run(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("CMC_TEST_KEY", KEY)
+    monkeypatch.setenv("CMC_TEST_TOKEN", TOKEN)
+    monkeypatch.setenv("CMC_TEST_URL", f"http://user:{PASSWORD}@127.0.0.1:{server.port}/v1")
+    run(compose_config("reader=openai", "reader.base_url=${oc.env:CMC_TEST_URL}", "reader.model=m",
+                       "reader.api_key_env=CMC_TEST_KEY", "+reader.extra_body.token=${oc.env:CMC_TEST_TOKEN}",
+                       "reader.max_retries=1", "reader.backoff_s=0.01", "reader.max_backoff_s=0.02",
+                       "arm=cmc", "population=quick", "population.per_cell=1", "population.name=s",
+                       "allow_errors=true", f"paths.results_dir={tmp_path / 'results'}",
+                       f"paths.cache_dir={tmp_path / 'cache'}"))
+    assert server.calls >= 2  # the key went out, and came back in error bodies
+    bundle = tmp_path / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-s-cmc-openai"
+    errors = [json.loads(line)["error"] for line in (bundle / "predictions.jsonl").read_text().splitlines()]
+    assert errors and all(f"Invalid token provided: {REDACTED}" in e for e in errors), errors[:2]
+    assert files_holding(tmp_path, KEY, TOKEN, PASSWORD, "ss:w0rd") == []
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["config"]["reader"]["base_url"] == f"http://127.0.0.1:{server.port}/v1"
+
+
+@pytest.mark.parametrize("url", [f"https://user:{PASSWORD}@host.example/v1", f"https://{PASSWORD}@host.example/v1",
+                                 "https://a@b@c@host.example/v1"])
+def test_userinfo_is_removed_up_to_the_last_at_sign(url):
+    assert scrub(url) == "https://host.example/v1"
+
+
+def test_only_environment_variables_named_as_credentials_are_scrubbed_by_value(monkeypatch):
+    monkeypatch.setenv("CMC_TEST_DB_PASSWORD", "correct-horse-battery")
+    monkeypatch.setenv("CMC_TEST_BASE_URL", "http://models.internal:9000/v1")
+    register_env_secrets(["${oc.env:CMC_TEST_DB_PASSWORD}", "${oc.env:CMC_TEST_BASE_URL,http://x}"])
+    assert scrub("login correct-horse-battery failed") == f"login {REDACTED} failed"
+    assert scrub("http://models.internal:9000/v1 answered") == "http://models.internal:9000/v1 answered"
