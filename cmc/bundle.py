@@ -36,10 +36,23 @@ def write_bundle(
     """Write, seal, freeze and move a bundle into `path` (which must not exist yet)."""
     target = Path(path)
     if target.exists():
-        raise FileExistsError(f"{target} exists; bundles are immutable once sealed")
+        state = "a sealed bundle" if (target / SEAL).is_file() else "an unsealed folder (not made by a seal)"
+        raise DataError(f"{target}: {state} is already there; bundles are immutable: move it away to seal again")
     staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
     shutil.rmtree(writable_dir(target.parent) / staging.name, ignore_errors=True)
     staging.mkdir()
+    try:
+        _fill(staging, manifest, evidence, requests, predictions)
+        os.replace(staging, target)
+    except BaseException:  # a full disk or an interrupt leaves no half-written staging folder behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def _fill(staging: Path, manifest: dict[str, Any], evidence: Iterable[dict[str, Any]],
+          requests: Iterable[dict[str, Any]], predictions: Iterable[dict[str, Any]]) -> None:
+    """The bundle's files and SEAL, written and made read-only inside the staging folder."""
     texts = {
         "manifest.json": json_text(manifest),
         "evidence.jsonl": jsonl_text(evidence),
@@ -51,8 +64,6 @@ def write_bundle(
     atomic_write_text(staging / SEAL, seal_text({n: sha256_text(t) for n, t in texts.items()}))
     for name in (*BUNDLE_FILES, SEAL):
         os.chmod(staging / name, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    os.replace(staging, target)
-    return target
 
 
 def seal_text(digests: dict[str, str]) -> str:

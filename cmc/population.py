@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence, TypeVar
 
+from cmc.errors import DataError
 from cmc.records import Question
 
 
@@ -26,7 +27,8 @@ class Population:
         if self.lengths is not None:
             known = {q.length for q in questions}
             if unknown := set(self.lengths) - known:
-                raise ValueError(f"population {self.name!r}: unknown lengths {sorted(unknown)}; have {sorted(known)}")
+                raise DataError(f"population.lengths = {list(self.lengths)}: {sorted(unknown)} not among this dataset's "
+                                f"lengths {sorted(known)}")
             questions = [q for q in questions if q.length in self.lengths]
         if self.per_cell is None:
             return list(questions)

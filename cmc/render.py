@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from cmc.errors import DataError
 from cmc.records import History
 
 DEFAULT_BUDGET_CHARS = 60_000
@@ -40,7 +41,8 @@ def render(history: History, positions: Iterable[int], budget_chars: int | None 
     if budget_chars is not None:
         used = len(header)
         if used > budget_chars:
-            raise ValueError(f"budget of {budget_chars} chars cannot hold the header of {history.history_id!r}")
+            raise DataError(f"read.budget_chars = {budget_chars}: cannot hold the {len(header)}-character header of "
+                            f"{history.history_id!r}")
         keep = 0
         for line in reversed(lines):
             if used + len(line) > budget_chars:

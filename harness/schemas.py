@@ -19,13 +19,14 @@ import inspect
 import types
 import typing
 from functools import lru_cache
-from typing import Any, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from cmc.errors import DataError
+from cmc.secrets import scrub
 from cmc.targets import KNOWN_TARGETS, config_nodes, known_targets
 from harness.confine import check_names
 
@@ -110,10 +111,41 @@ def check_config(cfg: DictConfig, where: str = "config") -> None:
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=False) if OmegaConf.is_config(
         cfg[key]) else cfg[key] for key in cfg if key != "hydra"}  # Hydra's own node is its business
     allowed = known_targets()
+    if isinstance(tree.get("read"), dict):  # the shared read contract first: the arms take their values from it
+        _check_values("read", tree["read"], where)
     for key, node in config_nodes(tree):
         if isinstance(node, dict) and node.get("_target_") in allowed:
             _check_node(key, node, where)
+            _check_values(key, node, where)
     check_names(cfg, where)
+
+
+# Ranges of parameters several classes share, by name: a value outside one fails when the
+# config is checked, naming its key, instead of after a manifest was frozen (or never).
+# (the values it applies to, the test, what is wanted): numbers only for a numeric range
+# (another type is the schema's to name); any value for `lengths` (a string is not a list).
+_NUMBER = (int, float)
+_AT_LEAST_ONE = (_NUMBER, lambda v: v >= 1, "at least 1")
+_NOT_NEGATIVE = (_NUMBER, lambda v: v >= 0, "0 or more")
+RANGES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool], str]] = {
+    "max_new_tokens": _AT_LEAST_ONE, "concurrency": _AT_LEAST_ONE, "batch_records": _AT_LEAST_ONE,
+    "per_cell": _AT_LEAST_ONE, "max_hops": _AT_LEAST_ONE, "n_threads": _AT_LEAST_ONE, "budget_chars": _AT_LEAST_ONE,
+    "max_retries": _NOT_NEGATIVE, "repair_rounds": _NOT_NEGATIVE, "backoff_s": _NOT_NEGATIVE,
+    "max_backoff_s": _NOT_NEGATIVE, "timeout_s": (_NUMBER, lambda v: v > 0, "more than 0"),
+    "base_url": ((str,), lambda v: v.lower().startswith(("http://", "https://")), "an http:// or https:// address"),
+    "lengths": ((object,), lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                "a list of lengths, e.g. [6k,32k]"),
+}
+
+
+def _check_values(key: str, node: dict[str, Any], where: str) -> None:
+    for name, (kinds, valid, wanted) in RANGES.items():
+        value = node.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, kinds):
+            continue
+        if not valid(value):
+            shown = scrub(value) if isinstance(value, str) else value
+            raise DataError(f"{where}: {key}.{name} = {shown!r}: must be {wanted}")
 
 
 def _check_node(key: str, node: dict[str, Any], where: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.errors import DataError
 from cmc.evidence import rebuild_text
 from cmc.records import History, Question
 from cmc.vault import LabelVault
@@ -70,7 +71,10 @@ def question_outputs(bundle: Path, evidence: Mapping[str, dict]) -> dict[str, di
         row["error"] = row["error"] or pred["error"]
     for qid, row in out.items():
         if "calls" in evidence[qid]:  # a method: its answer, not its last call's text
-            row["raw"] = evidence[qid]["answer"]
+            row["raw"] = evidence[qid].get("answer")
+        if row["raw"] is not None and not isinstance(row["raw"], str):
+            raise DataError(f"{bundle}: question {qid}'s answer is {type(row['raw']).__name__} {row['raw']!r}, "
+                            f"not text or null; the bundle was not written by this harness")
     return out
 
 

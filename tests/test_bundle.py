@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from cmc.bundle import SealError, verify_seal, write_bundle
+from cmc.errors import DataError
 from cmc.cache import PredictionStore
 from cmc.io import canonical_json, sha256_text
 from cmc.readers.base import Prediction
@@ -33,7 +34,7 @@ def test_sealed_bundle_is_complete_read_only_and_verifies(tmp_path):
     for name in os.listdir(bundle):
         assert not os.stat(bundle / name).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())  # no staging left behind
-    with pytest.raises(FileExistsError, match="immutable"):
+    with pytest.raises(DataError, match="immutable"):
         _bundle(tmp_path)
 
 

@@ -1,5 +1,6 @@
 import pytest
 
+from cmc.errors import DataError
 from cmc.population import Population
 
 
@@ -15,7 +16,7 @@ def test_per_cell_balances_every_cell_and_all_keeps_everything(dataset):
 
 
 def test_bad_population_settings_are_named(dataset):
-    with pytest.raises(ValueError, match="unknown lengths \\['7k'\\]"):
+    with pytest.raises(DataError, match=r"population.lengths = .*\['7k'\] not among"):
         Population("x", lengths=["7k"]).select(dataset.questions)
     with pytest.raises(ValueError, match="per_cell must be >= 1"):
         Population("x", per_cell=0)

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 
 import httpx
 
+from cmc.errors import ServiceError
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, cut_at_stop, strip_think
 from cmc.secrets import register_secret, scrub
@@ -290,16 +291,16 @@ class OpenAIReader:
 
     def preflight(self) -> list[str]:
         """GET {base_url}/models once, so a run can fail fast on a wrong URL or key before
-        it turns every question into an error prediction. Raises RuntimeError."""
+        it turns every question into an error prediction. Raises ServiceError (one line)."""
         try:
             response = self.client.get(f"{self._connect_url}/models", headers=self._headers())
         except httpx.HTTPError as exc:
-            raise RuntimeError(f"{self.base_url}: unreachable ({type(exc).__name__}: {scrub(str(exc))})") from exc
+            raise ServiceError(f"{self.base_url}: unreachable ({type(exc).__name__}: {scrub(str(exc))})") from None
         if response.status_code in (401, 403):
-            raise RuntimeError(f"{self.base_url}: HTTP {response.status_code}; "
+            raise ServiceError(f"{self.base_url}: HTTP {response.status_code}; "
                                f"check the key in ${self.api_key_env}")
         if response.status_code != 200:
-            raise RuntimeError(f"{self.base_url}/models: HTTP {response.status_code}")
+            raise ServiceError(f"{self.base_url}/models: HTTP {response.status_code}; is this the server's /v1 address?")
         try:
             return [m.get("id") for m in response.json().get("data", [])]
         except (ValueError, AttributeError):
