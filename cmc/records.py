@@ -16,6 +16,17 @@ from cmc.errors import DataError
 # original line, so it is refused rather than normalised.
 _NUMBERED_LINE = re.compile(r"(0|[1-9][0-9]*)\. (.*)\Z", re.DOTALL)
 _NUMBERED_LOOSE = re.compile(r"\s*\d+\s*[.):]")
+# Every character str.splitlines() breaks a line at. A record is one line: inside one, any of
+# them would let a viewer, a frontend or a reader see a line the file does not number (with
+# "\r6. <forged>", a fake record 6), so a history holding one is refused, never repaired.
+LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def refuse_line_breaks(text: str, where: str) -> None:
+    """DataError naming `where` and the column if `text` holds a line-break character."""
+    if found := LINE_BREAKS.search(text):
+        raise DataError(f"{where}: line-break character {found.group()!r} at column {found.start() + 1}; "
+                        f"a record is one line")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +82,8 @@ class History:
         if not lines:
             raise DataError(f"{source}: empty context for history {history_id!r}")
         header, body = lines[0], lines[1:]
+        for offset, line in enumerate(lines, start=1):
+            refuse_line_breaks(line, f"{source}: history {history_id!r} line {offset}")
         if _NUMBERED_LOOSE.match(header):  # no header: taking it as one would drop record 0
             raise DataError(f"{source}: history {history_id!r} line 1 is a numbered record, not the header line "
                             f"(e.g. 'Here is a list of facts:'): {header[:80]!r}")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
 from cmc.errors import DataError
+from cmc.records import refuse_line_breaks
 from cmc.extraction import RecordExtraction
 from cmc.normalize import entity_key
 from cmc.sources.memstream_cases import Case
@@ -41,6 +42,9 @@ class Assertion:
     block: str  # "pre" | "post"
     origin: str  # "hop" | "rewrite"
     index: int  # position in the case's hop or rewrite list
+
+    def __post_init__(self) -> None:
+        refuse_line_breaks(self.text, f"case {self.case_id} {self.block} {self.origin} {self.index}")
 
     def describe(self, pos: int) -> dict[str, Any]:
         return {"pos": pos, "text": self.text, "case_id": self.case_id, "block": self.block,

@@ -73,6 +73,8 @@ class RowDataset:
             raise DataError(f"{where}: metadata.qa_pair_ids, questions and answers differ in length")
         if not isinstance(row["context"], str):
             raise DataError(f"{where}: context is not a string")
+        if blank := [qid for qid, text in zip(ids, questions) if not isinstance(text, str) or not text.strip()]:
+            raise DataError(f"{where}: question {blank[0]!r} has no text; a reader would be asked nothing")
         return match.group(1), match.group(2), ids, questions
 
     def load(self) -> Dataset:

@@ -56,8 +56,10 @@ def test_a_typo_in_a_value_or_a_key_fails_at_compose_time(override, message):
     ("arm.budget_chars=-5", "budget_chars must be a positive integer"),
 ])
 def test_a_value_of_the_right_type_out_of_range_is_one_data_error(override, key):
-    with pytest.raises(DataError, match=rf"arm: {key}"):
-        instantiate_known(compose_config("arm=cmc", override).arm, "arm")
+    with pytest.raises(DataError, match=rf"config: arm\.{key.split()[0]} = "):  # when the config is checked
+        compose_config("arm=cmc", override)
+    with pytest.raises(DataError, match=rf"arm: {key}"):  # and by the constructor, for a config built by hand
+        instantiate_known(compose_config("arm=cmc", override, check=False).arm, "arm")
 
 
 def test_an_empty_population_stops_before_anything_is_frozen(tmp_path):
@@ -77,14 +79,37 @@ def test_a_question_without_gold_is_named_and_nothing_is_scored(tmp_path, labels
         LabelVault(lambda: gold).open(bundle)
 
 
-def _parquet_with_context(path, context_cells) -> None:
+def _parquet_with_context(path, context_cells, question: str = "q") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     raw = pa.array(context_cells, type=pa.binary())
     text = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers())  # bytes stored as a string column, unchecked
-    pq.write_table(pa.table({"context": text, "questions": [["q"]] * len(raw), "answers": [[["a"]]] * len(raw),
+    pq.write_table(pa.table({"context": text, "questions": [[question]] * len(raw), "answers": [[["a"]]] * len(raw),
                              "metadata": [{"source": "f_sh_6k", "qa_pair_ids": ["x"]}] * len(raw)}), path)
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\t\n"])
+def test_an_empty_question_is_refused_naming_the_row(tmp_path, question):
+    from cmc.io import sha256_file
+    from cmc.sources.rows import RowDataset
+
+    path = tmp_path / "rows.parquet"
+    _parquet_with_context(path, [b"Facts:\n0. ok\n"], question=question)
+    with left_unchanged(tmp_path), pytest.raises(DataError, match=r"rows.parquet: row 0: question 'x' has no text"):
+        RowDataset("f", str(path), sha256=sha256_file(path)).load()
+
+
+def test_a_question_whose_golds_normalise_to_nothing_is_flagged_when_scored(tmp_path, dataset, caplog):
+    from scoring.report import score_bundle, unwinnable
+
+    ids = [json.loads(line)["question_id"] for line in (SOURCE / "predictions.jsonl").read_text().splitlines()]
+    gold = {q: ("Paris",) for q in ids} | {ids[2]: ("  ", "...", "the")}
+    assert unwinnable(gold) == [ids[2]]
+    with caplog.at_level("WARNING"):
+        out = score_bundle(SOURCE, gold, {q.qid: q for q in dataset.questions}, tmp_path / "scores")
+    assert json.loads((out / "summary.json").read_text())["unwinnable"] == [ids[2]]
+    assert f"cannot be answered right (first {ids[2]})" in caplog.text
 
 
 @pytest.mark.parametrize("damage, why", [
