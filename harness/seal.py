@@ -4,6 +4,7 @@ bundle is final; rerunning only checks that this code still reproduces it."""
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from cmc.cache import PredictionStore
 from cmc.generation import no_generation
 from cmc.errors import DataError
 from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
+from cmc.journal import PredictionJournal
 from cmc.manifest import config_differences, experiment_config
 from cmc.readers.base import Prediction
 from cmc.sittings import read_sittings, total
@@ -44,9 +46,8 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
 def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = read_json(run.work_dir / "manifest.json")
     store = run.store()
-    for journal in run.journals():  # shards generated elsewhere: their journals fill this store
-        for prediction in journal.read().values():
-            store.put(prediction)
+    for prediction in agreed_answers(run.journals(), store).values():  # shards generated elsewhere fill this store
+        store.put(prediction)
     if run.method is not None:
         rows = method_rows(run, store)
     else:
@@ -66,6 +67,34 @@ def _seal(cfg: DictConfig, run: Run) -> Path:
     move_sittings(run)
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
     return bundle
+
+
+SHARD_JOURNAL = re.compile(r"predictions\.shard-(\d+)-of-(\d+)\.jsonl")
+
+
+def agreed_answers(journals: list[PredictionJournal], store: PredictionStore) -> dict[str, Prediction]:
+    """Every journal's answers by request id, refused where two sources disagree: two
+    journals (a foreign file named like a shard's, a whole run's beside its shards), or a
+    journal and this machine's store, which would otherwise keep its own answer silently.
+    Shard journals must come from one split (one shard count)."""
+    counts = {int(m.group(2)) for j in journals if (m := SHARD_JOURNAL.fullmatch(j.path.name))}
+    if len(counts) > 1:
+        raise DataError(f"{journals[0].path.parent}: shard journals of {sorted(counts)} shards; a run is split one "
+                        f"way: move the foreign ones away")
+    merged: dict[str, Prediction] = {}
+    source: dict[str, str] = {}
+    for journal in journals:
+        for request_id, prediction in journal.read().items():
+            held, where = merged.get(request_id), source.get(request_id)
+            if held is None and (stored := store.get(request_id)) is not None and stored.error is None:
+                held, where = stored, f"the prediction store {store.path}"
+            if held is not None and held.raw != prediction.raw:
+                raise DataError(f"{journal.path}: answers request {request_id[:12]} differently from {where}; "
+                                f"nothing was sealed: keep one answer (move a journal away, or seal with an empty "
+                                f"paths.cache_dir to take the journals')")
+            merged.setdefault(request_id, prediction)
+            source.setdefault(request_id, str(journal.path))
+    return merged
 
 
 def method_rows(run: Run, store: PredictionStore) -> dict[str, list[dict[str, Any]]]:

@@ -70,3 +70,50 @@ def test_an_edited_store_row_is_named(tmp_path):
     with pytest.raises(DataError):
         store.get("r1")
     assert (tmp_path / "predictions.sqlite").read_bytes() == before  # a failed read writes nothing
+
+
+def _named(folder, name, *rows) -> PredictionJournal:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return PredictionJournal(folder / name)
+
+
+def test_journals_and_the_store_that_agree_are_merged(tmp_path):
+    from harness.seal import agreed_answers
+
+    store = PredictionStore(tmp_path / "store.sqlite")
+    store.put(Prediction.from_json({**GOOD, "request_id": "r2", "raw": None, "error": "HTTP 503"}))  # a failure is retried
+    journals = [_named(tmp_path / "w", "predictions.shard-0-of-2.jsonl", GOOD),
+                _named(tmp_path / "w", "predictions.shard-1-of-2.jsonl", GOOD, {**GOOD, "request_id": "r2", "raw": "Rome"})]
+    assert {k: p.raw for k, p in agreed_answers(journals, store).items()} == {"r1": "Paris", "r2": "Rome"}
+
+
+@pytest.mark.parametrize("names", [("predictions.jsonl", "predictions.shard-0-of-2.jsonl"),
+                                   ("predictions.shard-0-of-2.jsonl", "predictions.shard-1-of-2.jsonl")])
+def test_two_journals_answering_one_request_differently_are_refused_naming_both(tmp_path, names):
+    from harness.seal import agreed_answers
+
+    first = _named(tmp_path / "w", names[0], GOOD)
+    second = _named(tmp_path / "w", names[1], {**GOOD, "raw": "Lyon"})
+    with left_unchanged(tmp_path / "w"), pytest.raises(
+            DataError, match=rf"{names[1]}: answers request r1 differently from .*{names[0]}; nothing was sealed"):
+        agreed_answers([first, second], PredictionStore(tmp_path / "store.sqlite"))
+
+
+def test_a_store_answer_that_differs_from_the_journal_is_refused(tmp_path):
+    from harness.seal import agreed_answers
+
+    store = PredictionStore(tmp_path / "store.sqlite")
+    store.put(Prediction.from_json({**GOOD, "raw": "Lyon"}))
+    journal = _named(tmp_path / "w", "predictions.jsonl", GOOD)
+    with pytest.raises(DataError, match=r"predictions.jsonl: answers request r1 differently from the prediction store"):
+        agreed_answers([journal], store)
+
+
+def test_shard_journals_of_two_splits_are_refused(tmp_path):
+    from harness.seal import agreed_answers
+
+    journals = [_named(tmp_path / "w", "predictions.shard-0-of-2.jsonl", GOOD),
+                _named(tmp_path / "w", "predictions.shard-1-of-3.jsonl", {**GOOD, "request_id": "r9"})]
+    with pytest.raises(DataError, match=r"shard journals of \[2, 3\] shards"):
+        agreed_answers(journals, PredictionStore(tmp_path / "store.sqlite"))
