@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import logging
 import os
 import random
 import threading
@@ -46,6 +47,7 @@ from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, cut_at_stop, strip_think
 from cmc.secrets import register_secret, scrub
 
+log = logging.getLogger(__name__)
 _RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
 
 
@@ -135,6 +137,7 @@ class OpenAIReader:
         self.concurrency = int(concurrency)
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
+        self._other_models: set[str] = set()
 
     # -- identity -------------------------------------------------------------------------
 
@@ -279,8 +282,22 @@ class OpenAIReader:
             except Exception as exc:  # a bug here must not kill a whole run's denominator
                 return _failed(request, f"reader error: {type(exc).__name__}: {exc}")
             raw, stopped = cut_at_stop(got.raw or "", request.stop)
+            self._note_model(got.model)
             return Prediction(request.id, raw, "stop" if stopped else got.finish_reason, got.usage, got.model, None)
         raise AssertionError("unreachable")
+
+    def _note_model(self, answered: Any) -> None:
+        """Warn once per other model a server answers as: a proxy routing `model` elsewhere
+        gives answers of another reader under this one's name (each prediction records the
+        name it came back with)."""
+        if answered is None or str(answered) == self.model:
+            return
+        with self._lock:
+            if str(answered) in self._other_models:
+                return
+            self._other_models.add(str(answered))
+        log.warning("%s: asked for model %r, the server answered as %r; predictions record the model that answered",
+                    self.base_url, self.model, str(answered))
 
     def counters(self) -> dict[str, int]:
         """A server's prefix cache is its own: nothing counted here."""

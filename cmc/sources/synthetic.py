@@ -65,6 +65,20 @@ def _relations(value: Any) -> tuple[Relation, ...]:
     return tuple(BY_NAME[n] for n in dict.fromkeys(names))
 
 
+# What one process builds in memory within minutes; a larger sweep is several configs.
+MAX_QUESTIONS, MAX_RECORDS = 100_000, 5_000_000
+
+
+def _refuse_oversize(cells: int, questions_per_cell: int, history_length: int) -> None:
+    """Refuse before generating a dataset too large to build, with its projected size (a
+    million questions a cell used to run on until killed)."""
+    questions, records = cells * questions_per_cell, cells * history_length
+    if questions > MAX_QUESTIONS or records > MAX_RECORDS:
+        raise DataError(f"dataset.questions_per_cell = {questions_per_cell}, dataset.history_length = {history_length}: "
+                        f"{cells} cells project {questions:,} questions over {records:,} records; this generator "
+                        f"builds at most {MAX_QUESTIONS:,} questions and {MAX_RECORDS:,} records in one dataset")
+
+
 class SyntheticDataset(RowDataset):
     """The generator as a dataset adapter; every knob is a config field (conf/dataset/synthetic.yaml)."""
 
@@ -105,6 +119,7 @@ class SyntheticDataset(RowDataset):
             answer_position=answer_position, anchor_variant_rate=_share("anchor_variant_rate", anchor_variant_rate),
             filler_entities=_int("filler_entities", filler_entities, 0), relations=chosen)
         self.specs = [CellSpec(depth=d, update_rate=r, **common) for d in depths for r in rates]
+        _refuse_oversize(len(self.specs), common["questions"], common["history_length"])
         labels = [s.label for s in self.specs]
         if len(set(labels)) != len(labels):
             raise DataError(f"dataset.depths/update_rates: cells repeat ({labels}); rates must differ by >= 0.01")
