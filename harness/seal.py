@@ -36,6 +36,11 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
     if run.sealed:
         check_reproduces(run)
         log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
+        if run.work_dir.is_dir():  # a seal that died between the bundle's rename and the clean-up
+            with run.lock:
+                move_sittings(run)
+                shutil.rmtree(run.work_dir)
+            log.info("finished the interrupted seal's clean-up: %s removed", run.work_dir)
         return run.bundle_dir
     with run.lock:
         if run.sealed:  # sealed by the process that held the lock before us
