@@ -160,8 +160,11 @@ class LLMFrontend:
                             f"{len(corpus)} statements ({corpus.history_id})")
         if self.frozen is None and extraction.frontend_id != self.frontend_id:
             raise DataError(f"{path}: made by {extraction.frontend_id}, not {self.frontend_id}")
+        if "records_sha256" in data and data["records_sha256"] != records_sha256(extraction):
+            raise DataError(f"{path}: its records no longer match the records_sha256 frozen with them (edited after "
+                            f"freezing?); restore it, or delete it to extract again from the journal")
         validate(extraction, corpus)
-        self.metadata = {k: v for k, v in data.items() if k not in (*extraction.to_json(), "statements")}
+        self.metadata = {k: v for k, v in data.items() if k not in (*extraction.to_json(), "statements", "records_sha256")}
         log.info("%s: using the frozen extraction %s (made by %s)", self.name, path, extraction.frontend_id)
         return extraction
 
@@ -181,8 +184,8 @@ class LLMFrontend:
         cost = metadata["cost"]
         log.info("%s: %d calls, %d input and %d output tokens, %.1f s", self.name, cost["calls"],
                  cost["input_tokens"], cost["output_tokens"], cost["seconds"])
-        atomic_write_text(path, canonical_json({**extraction.to_json(), **metadata,
-                                                "statements": [r.text for r in corpus]}) + "\n")
+        atomic_write_text(path, canonical_json({**extraction.to_json(), **metadata, "records_sha256": records_sha256(
+            extraction), "statements": [r.text for r in corpus]}) + "\n")
         self.metadata = metadata
         return extraction
 
@@ -268,6 +271,12 @@ class LLMFrontend:
             raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
                             f"raise frontend.extractor.max_new_tokens")
         return parse_alignment(prediction.raw or "", list(catalogue))
+
+
+def records_sha256(extraction: Extraction) -> str:
+    """The content hash frozen beside an extraction: a hand edit (a triple added) is then
+    refused on load instead of being used as is by every arm."""
+    return sha256_text(canonical_json(extraction.to_json()))
 
 
 def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:
