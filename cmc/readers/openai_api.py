@@ -1,41 +1,16 @@
 """The `openai` reader: any OpenAI-compatible chat-completions server (a provider, vLLM,
 llama.cpp, or `cmc.readers.serve`) is a reader by config alone.
 
-Retry policy (the paper's execution protocol: transport errors may be retried; answer
-content never triggers a retry; a terminal failure stays in the denominator):
-
-| outcome of one attempt                                      | retried? |
-|-------------------------------------------------------------|----------|
-| connect error, read/write/pool timeout, dropped connection   | yes      |
-| (httpx NetworkError, TimeoutException, RemoteProtocolError)  |          |
-| HTTP 429 (Retry-After honoured, capped at max_backoff_s)    | yes      |
-| HTTP 5xx (Retry-After honoured when present)                | yes      |
-| HTTP 200 whose body is not decodable JSON                   | yes (1)  |
-| any other HTTP 4xx (400, 401, 403, 404, 413, 422, ...)      | no       |
-| HTTP 200, valid JSON without a usable `choices[0].message`  | no (2)   |
-| HTTP 200 with an answer, including an empty or odd answer   | no       |
-| bad configuration (unsupported URL scheme, local protocol)  | no       |
-
-(1) A 200 status whose body does not decode (truncated by a proxy, corrupted bytes) is a
-    transport-level corruption: no answer was delivered, and a greedy request is a pure
-    function of its body, so sending it again cannot bias the answer.
-(2) Well-formed JSON in the wrong shape is the server's deterministic behaviour for this
-    request, not a delivery fault; sending it again would give the same thing.
-
-After the last allowed retry, or on a non-retryable outcome, `generate` returns
-`Prediction(raw=None, error=...)`; it never raises. Every attempt for one request sends
-the same bytes, and a request that got an answer is never sent again.
+The retry policy (which outcomes of one attempt are retried) is cmc/readers/transport.py.
 """
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
 import random
 import threading
 import time
-from urllib.parse import urlsplit
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Sequence
@@ -46,51 +21,9 @@ from cmc.errors import ServiceError
 from cmc.prompt import Prompt
 from cmc.readers.base import Prediction, Request, cut_at_stop, strip_think
 from cmc.secrets import register_secret, scrub
+from cmc.readers.transport import RETRY_STATUS, Retryable, Terminal, plain, retry_after, url_password
 
 log = logging.getLogger(__name__)
-_RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
-
-
-def _plain(obj: Any) -> Any:
-    """Hydra hands over DictConfig/ListConfig; identity needs plain JSON values."""
-    if isinstance(obj, Mapping):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    return obj
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), else None."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:  # not a URL urlsplit can read: preflight names it
-        return None
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, wait_hint: float | None = None) -> None:
-        super().__init__(message)
-        self.wait_hint = wait_hint
-
-
-class _Terminal(Exception):
-    pass
 
 
 class OpenAIReader:
@@ -122,14 +55,14 @@ class OpenAIReader:
             raise ValueError("max_retries >= 0, concurrency >= 1 and max_new_tokens >= 1 are required")
         self.name = name
         self._connect_url = str(base_url).rstrip("/")  # as given: it may carry user:password@
-        register_secret(_password(self._connect_url))
+        register_secret(url_password(self._connect_url))
         register_secret(os.environ.get(api_key_env) if api_key_env else None)
         self.base_url = scrub(self._connect_url)  # what is recorded and shown
         self.model = str(model)
         self.api_key_env = api_key_env
         self.max_new_tokens = int(max_new_tokens)
         self.temperature = float(temperature)
-        self.extra_body: dict[str, Any] = _plain(extra_body) if extra_body else {}
+        self.extra_body: dict[str, Any] = plain(extra_body) if extra_body else {}
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)
@@ -168,7 +101,7 @@ class OpenAIReader:
         `extra_body` is merged at the top level, as the OpenAI SDK does."""
         gen = request.generation
         body: dict[str, Any] = {
-            **_plain(request.pin.get("extra_body") or {}),
+            **plain(request.pin.get("extra_body") or {}),
             "model": request.pin.get("model", self.model),
             "max_tokens": gen.get("max_tokens", self.max_new_tokens),
             "temperature": gen.get("temperature", self.temperature),
@@ -219,27 +152,27 @@ class OpenAIReader:
 
     def _attempt(self, body: bytes, completion: bool = False) -> Prediction:
         """One POST. Returns a finished prediction (request_id filled in by the caller),
-        or raises _Retryable / _Terminal."""
+        or raises Retryable / Terminal."""
         route = "completions" if completion else "chat/completions"
         try:
             response = self.client.post(f"{self._connect_url}/{route}", content=body, headers=self._headers())
         except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError,
                 httpx.ProxyError, httpx.DecodingError) as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:  # UnsupportedProtocol, LocalProtocolError, ...: config
-            raise _Terminal(f"{type(exc).__name__}: {exc}") from exc
+            raise Terminal(f"{type(exc).__name__}: {exc}") from exc
 
         status = response.status_code
         if status != 200:
             detail = response.text[:300].replace("\n", " ")
             message = f"HTTP {status}: {detail}"
-            if status in _RETRY_STATUS:
-                raise _Retryable(message, _retry_after(response))
-            raise _Terminal(message)
+            if status in RETRY_STATUS:
+                raise Retryable(message, retry_after(response))
+            raise Terminal(message)
         try:
             data = response.json()
         except (ValueError, UnicodeDecodeError) as exc:
-            raise _Retryable(f"HTTP 200 with undecodable JSON body: {exc}") from exc
+            raise Retryable(f"HTTP 200 with undecodable JSON body: {exc}") from exc
 
         try:
             choice = data["choices"][0]
@@ -249,7 +182,7 @@ class OpenAIReader:
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             snippet = json.dumps(data)[:300] if isinstance(data, (dict, list)) else repr(data)[:300]
             field = "text" if completion else "message"
-            raise _Terminal(f"HTTP 200 without choices[0].{field} ({exc!r}): {snippet}") from exc
+            raise Terminal(f"HTTP 200 without choices[0].{field} ({exc!r}): {snippet}") from exc
         usage = data.get("usage") if isinstance(data, dict) else None
         usage = {k: v for k, v in (usage or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
         model = data.get("model")
@@ -268,7 +201,7 @@ class OpenAIReader:
         for attempt in range(self.max_retries + 1):
             try:
                 got = self._attempt(body, request.completion is not None)
-            except _Retryable as exc:
+            except Retryable as exc:
                 errors.append(str(exc))
                 if attempt < self.max_retries:
                     time.sleep(self._delay(attempt, exc.wait_hint))
@@ -276,7 +209,7 @@ class OpenAIReader:
                 kinds = Counter(e.split(":", 1)[0] for e in errors)
                 seen = ", ".join(f"{k} x{n}" for k, n in kinds.items())
                 return _failed(request, f"transport failure after {attempt + 1} attempts ({seen}); last: {exc}")
-            except _Terminal as exc:
+            except Terminal as exc:
                 tried = f" (after {attempt} transport retries)" if attempt else ""
                 return _failed(request, f"non-retryable{tried}: {exc}")
             except Exception as exc:  # a bug here must not kill a whole run's denominator
