@@ -37,6 +37,7 @@ class Run:
     cfg: DictConfig
     prefill: dict[str, int] | None = None  # the reader's counters after generate
     evidence_written: bool = False  # by this process, with this code
+    trace_checked: bool = False  # a method bundle's traces re-executed by this process
     frozen_reader_pin: dict[str, Any] | None = None  # a replayed bundle's; else read from this run's manifest
 
     @cached_property

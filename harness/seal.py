@@ -71,6 +71,7 @@ def _seal(cfg: DictConfig, run: Run) -> Path:
                           rows["predictions.jsonl"])
     move_sittings(run)
     shutil.rmtree(run.work_dir)  # manifest and journal now live, sealed, in the bundle
+    run.trace_checked = run.method is not None  # its rows were just made from these answers
     return bundle
 
 
@@ -162,16 +163,26 @@ def check_reproduces(run: Run) -> None:
         _check_reproduces(run)
 
 
+def method_trace_changes(run: Run) -> list[str]:
+    """The files of a method bundle (its traces, its requests) that differ from re-executing
+    the method over the bundle's own answers: a trace or answer edited and sealed again is
+    found here, since the seal proves integrity, not authorship. Sends nothing."""
+    with no_generation("a method bundle's check"):
+        rows = rerun_over(run, run.method, bundle_predictions(run.bundle_dir), str(run.bundle_dir))
+    sealed = sealed_digests(run.bundle_dir)
+    run.trace_checked = True
+    return [name for name in ("evidence.jsonl", "requests.jsonl") if sha256_text(jsonl_text(rows[name])) != sealed[name]]
+
+
 def _check_reproduces(run: Run) -> None:
     if not run.evidence_written and run.method is None:
         write_run_evidence(run)
-    sealed = sealed_digests(run.bundle_dir)
     if run.method is not None:  # re-executed over the bundle's own answers
-        rows = rerun_over(run, run.method, bundle_predictions(run.bundle_dir), str(run.bundle_dir))
-        fresh = {name: rows[name] for name in ("evidence.jsonl", "requests.jsonl")}
+        changed = method_trace_changes(run)
     else:
+        sealed = sealed_digests(run.bundle_dir)
         fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
-    changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
+        changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
     keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
     if keys:
         changed.insert(0, f"config ({', '.join(keys[:5])})")

@@ -17,6 +17,7 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
+from cmc.bundle import SealError
 from cmc.errors import DataError
 from cmc.io import atomic_write_text, json_text
 from cmc.vault import LabelVault
@@ -25,7 +26,7 @@ from harness.evidence import write_run_evidence
 from harness.generate import run_generate, run_prepare
 from harness.runs import Run
 from harness.schemas import check_config
-from harness.seal import run_seal
+from harness.seal import method_trace_changes, run_seal
 from scoring.report import score_bundle
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
 def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
     """Open labels through the vault (seal verified) and score every item."""
     run = run or Run(cfg)
+    if run.method is not None and not run.trace_checked and (changed := method_trace_changes(run)):
+        raise SealError(f"{run.bundle_dir}: its {', '.join(changed)} differ from re-executing {run.method.name} over "
+                        f"its own answers; not scored")
     labels = LabelVault(run.adapter.load_labels).open(run.bundle_dir)
     return score_bundle(run.bundle_dir, labels, {q.qid: q for q in run.dataset.questions}, run.scores_dir)
 

@@ -137,3 +137,19 @@ def test_make_tables_adds_cost_and_outcome_tables_for_a_method(sealed, tmp_path)
     outcomes = list(csv.DictReader(open(f"{stem}_outcomes.csv")))
     assert sorted((r["hop"], r["outcome"], r["n"], r["correct"], r["steps"]) for r in outcomes) == [
         ("mh", "final_answer", "1", "1", "3"), ("sh", "final_answer", "1", "1", "1")]
+
+
+@pytest.mark.parametrize("edit", [set_answer, set_final_line], ids=lambda f: f.__name__)
+def test_scoring_an_edited_and_resealed_method_bundle_is_refused(sealed, tmp_path, embeddings_dir, edit):
+    """stage=score re-executes the method over the bundle's own answers before any label is
+    opened (the seal proves integrity, not authorship), sending nothing."""
+    from cmc.bundle import SealError
+
+    bundle, _ = sealed
+    url = read_manifest(bundle)["config"]["reader"]["base_url"]  # the stopped server's: a send would fail
+    reader = ("reader=openai", f"reader.base_url={url}", "reader.model=scripted", "reader.api_key_env=null",
+              "reader.max_retries=0", "reader.concurrency=1")
+    resealed(bundle, bundle_path(tmp_path, "mello", "openai"), edit)
+    with pytest.raises(SealError, match=r"its evidence.jsonl differ from re-executing mello over its own answers"):
+        run(compose_config(*run_overrides(tmp_path, "mello", reader, embeddings_dir, "stage=score")))
+    assert not scores_path(tmp_path, "mello", "openai").exists()
