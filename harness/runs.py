@@ -28,7 +28,6 @@ from cmc.sources import Dataset
 from cmc.targets import instantiate_known
 from harness.evidence import evidence_is_current, evidence_path, write_run_evidence
 
-ROOT = Path(__file__).resolve().parent.parent
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
