@@ -20,7 +20,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cmc.errors import report_data_errors
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+from cmc.errors import DataError, report_data_errors
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     job = COMMANDS[args.command].function(args.command, "main")
-    return report_data_errors(lambda: job(args)) or 0
+    return report_data_errors(lambda: config_errors_as_data_errors(job, args)) or 0
+
+
+def config_errors_as_data_errors(job: Any, args: argparse.Namespace) -> int | None:
+    """A job that composes a config with a bad override or group option (`tables nosuch`,
+    `token-match arm=typo`) gets Hydra's or OmegaConf's error as one DataError line, as
+    `run` does, instead of a traceback."""
+    try:
+        return job(args)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise DataError("config: " + " ".join(line.strip() for line in str(exc).splitlines() if line.strip())) from exc
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from cmc.errors import DataError
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -102,6 +104,8 @@ def load_backend(model_dir: str | Path | None = None, reader: str | None = None,
         path = Path(reader)
         if not path.suffix:
             path = conf_dir() / "reader" / f"{reader}.yaml"
+        if not path.is_file():
+            raise DataError(f"{path}: no such reader config (a name under conf/reader/ or a YAML file)")
         return ReaderBackend(instantiate_known(OmegaConf.load(path), str(path)), served_model_name)
     from cmc.readers.hf import HFReader
     from cmc.readers.models import HubModel
