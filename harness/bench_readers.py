@@ -1,4 +1,5 @@
-"""`cmc-harness bench-readers` (`make bench-readers`): every CPU engine of one reader side by side, on the same requests.
+"""`cmc-harness bench-readers` (`make bench-readers`): every CPU engine of one reader side by
+side, on the same requests.
 
 Three requests built by the harness from real data: a CMC-size question (~300 input tokens),
 a fact-BM25-size one (~1,900) and an LLM-frontend extraction batch (20 statements, ~400

@@ -1,4 +1,5 @@
-"""`cmc-harness regenerate-sample`: regenerate a stratified sample of sealed bundles in this environment and compare answers.
+"""`cmc-harness regenerate-sample`: regenerate a stratified sample of sealed bundles in this
+environment and compare answers.
 
 Why: request ids of identity scheme 2 hold no library version, so a transformers upgrade
 keeps every stored answer. That is sound only if the upgrade changes neither the inputs nor

@@ -1,4 +1,5 @@
-"""`cmc-harness synthetic-report` (`make synthetic`, second half): evidence recall and reader accuracy of the synthetic sweep.
+"""`cmc-harness synthetic-report` (`make synthetic`, second half): evidence recall and reader
+accuracy of the synthetic sweep.
 
     cmc-harness synthetic-report [--experiment synthetic_sweep] [--reader NAME] [override ...]
 

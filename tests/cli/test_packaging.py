@@ -33,3 +33,13 @@ def test_a_checkout_reads_its_own_conf_and_paper_numbers():
 def test_the_console_script_is_the_dispatcher():
     assert PROJECT["project"]["scripts"] == {"cmc-harness": "harness.cli:main"}
     assert "run" in COMMANDS
+
+
+def test_an_installed_package_records_its_version_and_is_never_refused_as_dirty():
+    """No checkout (cmc.locations.checkout_root() is None in a wheel): the version names the code,
+    and allow_dirty=false does not block a run, as it would a checkout with uncommitted changes."""
+    from cmc.locations import code_version
+    from cmc.manifest import frozen_git_state
+
+    state = frozen_git_state(None, allow_dirty=False)
+    assert state == {"commit": None, "dirty": None, "installed": f"cmc-harness=={code_version()}"}
