@@ -34,6 +34,7 @@ class Command:
     help: str
 
     def function(self, name: str, part: str) -> Any:
+        """The job's `arguments` or `main` function, its module imported now (not before)."""
         return getattr(importlib.import_module(self.module), f"{name.replace('-', '_')}_{part}")
 
 

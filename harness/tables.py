@@ -40,6 +40,7 @@ METRIC = " Substring exact match (%), Wilson 95% intervals."  # what the accurac
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
+    """One table as CSV, Markdown and LaTeX, each carrying its title and provenance."""
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{markdown(frame)}\n")
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
@@ -82,6 +83,7 @@ class Tables:
     provenance: str
 
     def write(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
+        """An accuracy table of the slice, with the full provenance."""
         write_table(frame, self.folder / f"{self.stem}{suffix}", f"{self.experiment}: {title}", self.provenance)
 
     def write_untallied(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
