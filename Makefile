@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+CLI := $(VENV)/bin/cmc-harness
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
@@ -58,66 +59,66 @@ test-fast: $(READERS) ## run the suite without tests marked slow
 	$(PY) -m pytest -n 2 -q -m "not slow"
 
 evidence: $(READERS) ## write evidence packets for every deterministic arm (results/evidence/)
-	$(PY) run.py -m stage=evidence arm=$(ARMS)
+	$(CLI) run -m stage=evidence arm=$(ARMS)
 
 diagnostics: $(READERS) ## evidence size / truncation / gold-presence table per arm x cell
-	$(PY) scripts/evidence_diagnostics.py
+	$(CLI) diagnostics
 
 retrieval: $(READERS) ## recall at k of the gold string and CMC's records for fact BM25 and dense: make retrieval [QUICK=1]
-	$(PY) scripts/retrieval_diagnostics.py --population $(POPULATION)
+	$(CLI) retrieval --population $(POPULATION)
 
 screen: $(READERS) ## label screen of appendix B.3 (flag counts vs the paper's 7 + 26)
-	$(PY) scripts/label_screen.py
+	$(CLI) screen
 
 bench: $(READERS) ## compile time per history and CMC read latency vs a naive scan
-	$(PY) scripts/bench.py
+	$(CLI) bench
 
 bench-readers: $(OFFLINE) $(LLAMACPP) ## every CPU engine side by side (fp32, bf16, llama.cpp) on one reader: BENCH_READER=qwen25_coder_15b
-	$(PY) scripts/bench_readers.py --reader $(or $(BENCH_READER),qwen25_coder_15b)
+	$(CLI) bench-readers --reader $(or $(BENCH_READER),qwen25_coder_15b)
 
 memstream: $(READERS) ## build MQuAKE-MemStream from CF-3k: make memstream SRC=path/to/CF3k
-	$(PY) scripts/build_memstream.py --src $(SRC) --out datasets/mquake_memstream --sensitivity
+	$(CLI) build-memstream --src $(SRC) --out datasets/mquake_memstream --sensitivity
 
 ARMS ?= cmc,prior_read_refresh,stale_closure,stale_state,fact_bm25,fact_bm25_matched,latest_state,latest_state_full,raw_suffix,disjoint_random,no_context,cmc_depth1,cmc_depth2,cmc_depth3
 
 READER ?= qwen25_coder_15b
 POPULATION := $(if $(QUICK),quick,all)
 table1: $(OFFLINE) ## paper Table 1 (6 views); QUICK=1 for the 8-question 6K population; READER=...
-	$(PY) run.py -m experiment=table1 reader=$(READER) population=$(POPULATION)
-	$(PY) scripts/make_tables.py table1 --population $(POPULATION) --reader $(READER)
-	$(PY) scripts/make_report.py
+	$(CLI) run -m experiment=table1 reader=$(READER) population=$(POPULATION)
+	$(CLI) tables table1 --population $(POPULATION) --reader $(READER)
+	$(CLI) report
 
 tables: $(READERS) ## rebuild an experiment's tables, figures and results/REPORT.md: make tables EXP=table1 [QUICK=1] [READER=...]
-	$(PY) scripts/make_tables.py $(EXP) $(if $(QUICK),--population quick) $(if $(filter command line,$(origin READER)),--reader $(READER))
-	$(PY) scripts/make_report.py
+	$(CLI) tables $(EXP) $(if $(QUICK),--population quick) $(if $(filter command line,$(origin READER)),--reader $(READER))
+	$(CLI) report
 
 EXTRACTOR ?= qwen25_coder_15b_llamacpp
 REPLY_FORMAT ?= lines
 LLM_FRONTEND := reader@frontend.extractor=$(EXTRACTOR) frontend.reply_format=$(REPLY_FORMAT)
 frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements) and direct LLM (6K+32K) extraction, their report against the grammar, CMC on each
-	$(PY) run.py experiment=table7 frontend=grammar
-	$(PY) run.py experiment=table7 frontend=hybrid $(LLM_FRONTEND)
-	$(PY) run.py experiment=table7 frontend=grammar population=short
-	$(PY) run.py experiment=table7 frontend=hybrid $(LLM_FRONTEND) population=short
-	$(PY) run.py experiment=table7 frontend=llm $(LLM_FRONTEND) '+dataset.lengths=[6k,32k]' population=short
-	$(PY) scripts/frontend_report.py
-	$(PY) scripts/make_tables.py table7
-	$(PY) scripts/make_tables.py table7 --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
-	$(PY) scripts/make_tables.py table7 --population short
-	$(PY) scripts/make_tables.py table7 --population short --frontend llm_$(REPLY_FORMAT)_$(EXTRACTOR)
-	$(PY) scripts/make_tables.py table7 --population short --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
-	$(PY) scripts/make_report.py
+	$(CLI) run experiment=table7 frontend=grammar
+	$(CLI) run experiment=table7 frontend=hybrid $(LLM_FRONTEND)
+	$(CLI) run experiment=table7 frontend=grammar population=short
+	$(CLI) run experiment=table7 frontend=hybrid $(LLM_FRONTEND) population=short
+	$(CLI) run experiment=table7 frontend=llm $(LLM_FRONTEND) '+dataset.lengths=[6k,32k]' population=short
+	$(CLI) frontend-report
+	$(CLI) tables table7
+	$(CLI) tables table7 --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
+	$(CLI) tables table7 --population short
+	$(CLI) tables table7 --population short --frontend llm_$(REPLY_FORMAT)_$(EXTRACTOR)
+	$(CLI) tables table7 --population short --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
+	$(CLI) report
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)
-	$(PY) run.py -m experiment=ports
-	$(PY) scripts/make_tables.py ports
-	$(PY) scripts/make_report.py
+	$(CLI) run -m experiment=ports
+	$(CLI) tables ports
+	$(CLI) report
 
 view: $(READERS) ## HTML report of a sealed bundle (two: side by side): make view BUNDLE=path [BUNDLE2=path] [OUT=dir]
-	$(PY) scripts/view.py $(BUNDLE) $(BUNDLE2) $(if $(OUT),--out $(OUT))
+	$(CLI) view $(BUNDLE) $(BUNDLE2) $(if $(OUT),--out $(OUT))
 
 synthetic: $(OFFLINE) ## synthetic update-stream sweep (dataset=synthetic): hop depth 1-6 x update rate, evidence recall + accuracy; READER=...
-	$(PY) run.py -m experiment=synthetic_sweep reader=$(READER)
-	$(PY) scripts/make_tables.py synthetic_sweep --reader $(READER)
-	$(PY) scripts/synthetic_report.py --reader $(READER)
-	$(PY) scripts/make_report.py
+	$(CLI) run -m experiment=synthetic_sweep reader=$(READER)
+	$(CLI) tables synthetic_sweep --reader $(READER)
+	$(CLI) synthetic-report --reader $(READER)
+	$(CLI) report

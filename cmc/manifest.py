@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
+from cmc.locations import DISTRIBUTION, code_version
 from cmc.readers.compute import DTYPES
 from cmc.secrets import register_env_secrets, scrub_tree
 from cmc.targets import config_nodes
@@ -28,10 +29,15 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False).stdout
 
 
-def git_state(root: Path, with_diff: bool = False) -> dict[str, Any]:
+def git_state(root: Path | None, with_diff: bool = False) -> dict[str, Any]:
     """The commit, and whether tracked code or config differs from it. Changes under results/
     do not count: a long run commits its own journal there while it generates. With
-    `with_diff`, a dirty tree's diff against the commit is included with its sha256."""
+    `with_diff`, a dirty tree's diff against the commit is included with its sha256.
+    `root` None is code installed from a wheel (cmc.locations.checkout_root): no commit
+    to name, so the distribution's version identifies the code instead, and nothing can be
+    dirty (a wheel is built from one tree and not edited in place)."""
+    if root is None:
+        return {"commit": None, "dirty": None, "installed": f"{DISTRIBUTION}=={code_version()}"}
     commit = _git(root, "rev-parse", "HEAD").strip() or None
     if commit is None:
         return {"commit": None, "dirty": None}
@@ -44,7 +50,7 @@ def git_state(root: Path, with_diff: bool = False) -> dict[str, Any]:
     return state
 
 
-def frozen_git_state(root: Path, allow_dirty: bool) -> dict[str, Any]:
+def frozen_git_state(root: Path | None, allow_dirty: bool) -> dict[str, Any]:
     """The git state a manifest freezes. A result must say which code made it (the paper ran
     against a clean worktree), so a tree with uncommitted changes outside results/ is
     refused unless the user allows it, and then the diff itself goes into the manifest."""
@@ -118,7 +124,7 @@ def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: 
 
 def build_manifest(
     cfg: DictConfig, question_ids: Sequence[str], dataset_pin: dict[str, Any], reader_pin: dict[str, Any],
-    prompt_version: str, root: Path,
+    prompt_version: str, root: Path | None,
 ) -> dict[str, Any]:
     return {
         "config": experiment_config(cfg),

@@ -1,18 +1,18 @@
-"""The one way a config is composed outside run.py's @hydra.main: scripts, tests, replay
-and the notebook call `compose`, which checks the result against the structured schemas
+"""The one way a config is composed outside the Hydra run (harness/hydra_app.py): the command
+line's other jobs, tests, replay and the notebook call `compose`, which checks the result against the structured schemas
 (harness/schemas.py) exactly as run.py does before any stage runs."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from cmc.locations import conf_dir
 from harness.schemas import check_config, register_schemas
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = conf_dir()  # the checkout's conf/, or the installed wheel's cmc/conf
 
 
 def _csv(items: Sequence[str]) -> str:

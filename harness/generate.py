@@ -14,7 +14,8 @@ from cmc.io import atomic_write_text, json_text
 from cmc.manifest import build_manifest, config_differences, git_state
 from cmc.sittings import Sitting
 from harness.methods import generate_method
-from harness.runs import ROOT, Run
+from cmc.locations import checkout_root
+from harness.runs import Run
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     if not run.questions:  # nothing to seal or score: say so before anything is frozen
         raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
     manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, run.reader_pin(),
-                              run.prompt_version, ROOT)
+                              run.prompt_version, checkout_root())
     path = run.work_dir / "manifest.json"
     if not path.is_file():
         atomic_write_text(path, json_text(manifest))
@@ -44,7 +45,7 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
     with run.lock:
         run_prepare(cfg, run)
         store = run.store()
-        sitting = Sitting(run.sittings_path(), code=git_state(ROOT))
+        sitting = Sitting(run.sittings_path(), code=git_state(checkout_root()))
         service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}{run.shard_suffix}",
                                     on_finished=lambda _: sitting.finished(**run.reader.counters()),
                                     also_read=run.journals(),  # shards' journals: done elsewhere

@@ -27,7 +27,6 @@ from cmc.targets import instantiate_known
 from harness.confine import check_name
 from harness.evidence import evidence_is_current, evidence_path, write_run_evidence
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """results/REPORT.md, written from the generated tables, never typed by hand.
 
 Every number in the report is read from results/tables/<stem>*.csv (written by
-scripts/make_tables.py from sealed bundles) or from the paper's reference numbers under
+`cmc-harness tables` from sealed bundles) or from the paper's reference numbers under
 datasets/paper/; the sentences are a template (scoring/templates/report.md.j2). So a
 rerun that changes a bundle changes the report, and a report number can always be traced
 to a table and from there to a bundle.
@@ -24,7 +24,7 @@ EXPERIMENTS = ("table", "depth", "ports")  # main tables' name prefixes (table1,
 DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Evidence diagnostics (make diagnostics)", "tables/evidence_diagnostics.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
-               ("Disjoint random token matching (scripts/token_match.py)", "tables/disjoint_token_match.md"),
+               ("Disjoint random token matching (cmc-harness token-match)", "tables/disjoint_token_match.md"),
                ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
                ("Table 7 on all 800 questions: selection against reader (make frontends), frontend hybrid_{match}",
                 "tables/table7_hybrid*_selection.md"),
@@ -32,8 +32,8 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                 "tables/table7_short_readers.md"),
                ("Table 7 on the 6K and 32K histories: selection against reader (make frontends), frontend {match}",
                 "tables/table7_short*_selection.md"),
-               ("LLM frontends against the grammar frontend (scripts/frontend_report.py)", "tables/frontends.md"),
-               ("CMC evidence with each frontend (scripts/frontend_report.py)", "tables/frontends_coverage.md"),
+               ("LLM frontends against the grammar frontend (cmc-harness frontend-report)", "tables/frontends.md"),
+               ("CMC evidence with each frontend (cmc-harness frontend-report)", "tables/frontends_coverage.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
                ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
 

@@ -1,7 +1,8 @@
 """Floors: every import points down. The method (`cmc`) imports neither the evidence views
 (`arms`), `scoring` nor the stage driver (`harness`); `arms` and `scoring` import only the
 method; the driver and the run viewer (`viewer`, which reads bundles and never runs an arm
-or a reader) sit above them and not on each other. Inside the method, a dataset adapter
+or a reader) sit above them and not on each other; the command line's dispatcher
+(`harness.cli`) sits on top, the one module that may import both, and nothing imports it. Inside the method, a dataset adapter
 does not import a frontend and a reader imports neither. Lazy (function-level) and type-only imports
 count: they are dependencies all the same."""
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("cmc", "arms", "scoring", "harness", "viewer")
-RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2, "viewer": 2}
+RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2, "viewer": 2, "harness.cli": 3}
 # (importing module prefix, imported module prefix) pairs forbidden although the floors allow them
 FORBIDDEN_WITHIN = (("cmc.sources", "cmc.frontends"), ("cmc.readers", "cmc.frontends"), ("cmc.readers", "cmc.sources"),
                     ("cmc.readers", "cmc.graph"), ("viewer", "arms"), ("viewer", "cmc.readers"))
@@ -40,6 +41,12 @@ def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
     return found
 
 
+def floor(module: str) -> tuple[int, str] | None:
+    """(rank, name) of the longest RANK entry the module falls under; None outside the packages."""
+    names = [name for name in RANK if module == name or module.startswith(name + ".")]
+    return (RANK[max(names, key=len)], max(names, key=len)) if names else None
+
+
 def violations(root: Path) -> list[str]:
     """Every import that points up a floor, sideways between arms and scoring, or across a
     forbidden pair inside the method."""
@@ -47,9 +54,10 @@ def violations(root: Path) -> list[str]:
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             importer = module_name(path, root)
+            own = floor(importer)
             for line, imported in imported_modules(path, root):
-                top = imported.split(".")[0]
-                if top in RANK and top != package and RANK[top] >= RANK[package]:
+                theirs = floor(imported)
+                if theirs is not None and theirs[1] != own[1] and theirs[0] >= own[0]:
                     bad = True
                 else:
                     bad = any(importer.startswith(a) and imported.startswith(b) for a, b in FORBIDDEN_WITHIN)
@@ -69,6 +77,8 @@ def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
         "arms/__init__.py": "", "arms/x.py": "import scoring.metrics\nfrom cmc.graph import Memory\n",
         "scoring/__init__.py": "", "scoring/y.py": "from . import metrics\n",
         "harness/__init__.py": "", "harness/z.py": "from arms.x import y\nfrom scoring import metrics\n",
+        "harness/w.py": "import harness.cli\n", "harness/cli.py": "from viewer.load import x\nfrom harness.z import y\n",
+        "viewer/__init__.py": "", "viewer/v.py": "from harness.cli import main\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +87,8 @@ def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
         "cmc/core.py:2: cmc.core imports harness.stages",
         "cmc/sources/__init__.py:1: cmc.sources imports cmc.frontends.grammar",
         "arms/x.py:1: arms.x imports scoring.metrics",
+        "harness/w.py:1: harness.w imports harness.cli",
+        "viewer/v.py:1: viewer.v imports harness.cli",
     ]
 
 

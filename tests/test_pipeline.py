@@ -88,7 +88,7 @@ def test_replay_reports_a_changed_evidence_rule(finished, tiny_model_dir):
 
 def test_replay_script_exit_status_says_ok_or_mismatch(finished, tiny_model_dir):
     _, bundle, _ = finished
-    script = [sys.executable, "scripts/replay.py", str(bundle), f"reader.model.local_path={tiny_model_dir}"]
+    script = [sys.executable, "-m", "harness.cli", "replay", str(bundle), f"reader.model.local_path={tiny_model_dir}"]
     ok = subprocess.run(script, cwd=ROOT, capture_output=True, text=True)
     assert ok.returncode == 0 and "40 predictions checked" in ok.stdout and "replay OK" in ok.stdout
     changed = subprocess.run([*script, "arm.max_hops=1"], cwd=ROOT, capture_output=True, text=True)
@@ -284,7 +284,7 @@ def gold_in_evidence(bundle: Path, cfg, hop: str) -> int:
 
 
 def make_tables(tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
+    return subprocess.run([sys.executable, "-m", "harness.cli", "tables", "table1", "--bundles", str(tmp / "results" / "bundles"),
                            "--out", str(tmp / "out"), "--n-boot", "500", "--population", "t40", *extra],
                           cwd=ROOT, capture_output=True, text=True, check=True)
 
@@ -332,7 +332,7 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     assert [(row["view"], row["n"]) for row in other] == [("cmc", "40")]
     grid = list(csv.DictReader((tables / "table1_t40_readers.csv").open()))
     assert sorted(row["reader"] for row in grid) == ["local", "local2"]
-    missing = subprocess.run([sys.executable, "scripts/make_tables.py", "table1", "--bundles", str(tmp / "results" / "bundles"),
+    missing = subprocess.run([sys.executable, "-m", "harness.cli", "tables", "table1", "--bundles", str(tmp / "results" / "bundles"),
                               "--population", "t40"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode != 0 and '"reader":"qwen25_coder_15b"' in missing.stderr and "local2" in missing.stderr
     # Section 4.1 coverage: its population is exactly the items CMC answers and the control misses.

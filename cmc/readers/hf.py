@@ -9,7 +9,6 @@ question's prefill over it skips sdpa's key/value copies (long_prefix.py: same l
 from __future__ import annotations
 
 import copy
-import re
 from collections import OrderedDict
 from functools import cached_property
 from typing import Any, Literal, Sequence

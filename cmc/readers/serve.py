@@ -1,8 +1,8 @@
 """A small OpenAI-compatible server over a local model, so the `openai` reader can be
 tested end to end (and a local model can be shared by several processes).
 
-    python -m cmc.readers.serve --model-dir DIR --port 8000
-    python -m cmc.readers.serve --reader qwen25_coder_05b --port 8000
+    cmc-harness serve --model-dir DIR --port 8000      (or: python -m cmc.readers.serve ...)
+    cmc-harness serve --reader qwen25_coder_05b --port 8000
 
 Endpoints: POST /v1/chat/completions and POST /v1/completions (raw text, no chat
 template; greedy only: temperature must be 0 or absent; no stop strings, the client cuts)
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
+
+from cmc.errors import DataError
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,13 @@ def load_backend(model_dir: str | Path | None = None, reader: str | None = None,
 
         from cmc.targets import instantiate_known
 
+        from cmc.locations import conf_dir
+
         path = Path(reader)
         if not path.suffix:
-            path = Path(__file__).resolve().parents[2] / "conf" / "reader" / f"{reader}.yaml"
+            path = conf_dir() / "reader" / f"{reader}.yaml"
+        if not path.is_file():
+            raise DataError(f"{path}: no such reader config (a name under conf/reader/ or a YAML file)")
         return ReaderBackend(instantiate_known(OmegaConf.load(path), str(path)), served_model_name)
     from cmc.readers.hf import HFReader
     from cmc.readers.models import HubModel
@@ -251,17 +257,19 @@ def _make_handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model-dir", help="a saved transformers model + tokenizer folder")
     source.add_argument("--reader", help="a local reader config: name under conf/reader/ or a YAML path")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port (printed on start)")
     parser.add_argument("--served-model-name", default=None, help="model id reported to clients")
     parser.add_argument("--dtype", default="auto", help="with --model-dir: auto (float16 on GPU; on CPU bfloat16 where "
                         "it has avx512_bf16/AMX, else float32), float32, bfloat16 or float16")
-    args = parser.parse_args(argv)
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """`cmc-harness serve`: load the model, print where it is served, serve until Ctrl-C."""
     backend = load_backend(args.model_dir, args.reader, args.dtype, args.served_model_name)
     server = OpenAIServer(backend, args.host, args.port)
     print(f"serving {backend.model_id} at {server.url}", flush=True)
@@ -269,6 +277,14 @@ def main(argv: list[str] | None = None) -> None:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m cmc.readers.serve`, kept as an alias of `cmc-harness serve`."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    serve_arguments(parser)
+    serve_main(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

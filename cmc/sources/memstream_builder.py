@@ -4,7 +4,7 @@ Appendix F of the paper fixes the construction; this module is its one executabl
 that anyone holding the released file rebuilds the dataset byte for byte. It is a pure
 library in three modules: cmc/sources/memstream_cases.py reads and verifies the released
 cases, this module pools and audits them into the dataset, cmc/sources/memstream_writer.py
-writes it; `scripts/build_memstream.py` is their CLI.
+writes it; `cmc-harness build-memstream` (harness/memstream.py) is their command.
 
 Generator protocol (the only source of randomness, documented in the data card): one
 `random.Random(seed)` per build. For each pool in order it (1) shuffles the pool's pre-edit

@@ -1,4 +1,4 @@
-"""scripts/frontend_report.py end to end: a frozen direct extraction of the real 6K history
+"""`cmc-harness frontend-report` end to end: a frozen direct extraction of the real 6K history
 (made by the served grammar oracle with one statement it never answers) read against the
 grammar frontend: the subset of histories found from the file, the one lost statement in
 the agreement counts, and CMC evidence built with both frontends. An unresolved record is
@@ -6,25 +6,16 @@ shown to the reader in every packet of its history (arms/cmc.py), so that one st
 changes every packet: none of its reader requests is the grammar run's."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
 
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.llm import LLMFrontend, corpus_of
-from tests.conftest import ROOT, TEMPLATES
+from harness.cli import main as cli
+from tests.conftest import TEMPLATES
 from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 HOPELESS = 7  # a statement the oracle never answers: unresolved in the extraction
-
-
-def load_report():
-    spec = importlib.util.spec_from_file_location("frontend_report", ROOT / "scripts" / "frontend_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_report_compares_a_frozen_extraction_with_the_grammar_and_builds_cmc_evidence(dataset, tmp_path):
@@ -38,7 +29,7 @@ def test_the_report_compares_a_frozen_extraction_with_the_grammar_and_builds_cmc
     facts = sum(r.status == "facts" for r in grammar.records)
     assert grammar.records[HOPELESS - 1].status == "facts"
 
-    load_report().main([frozen], tmp_path / "tables")
+    assert cli(["frontend-report", str(frozen), "--out", str(tmp_path / "tables")]) == 0
 
     (row,) = pd.read_csv(tmp_path / "tables" / "frontends.csv").to_dict("records")
     assert (row["histories"], row["frontend"], row["statements"]) == ("6k", "llm_oracle", len(corpus))
@@ -67,7 +58,7 @@ def test_with_every_statement_read_the_packets_are_the_grammar_runs(dataset, tmp
     with FaultyServer(GrammarOracle()) as srv:
         frontend = LLMFrontend(extractor=served_extractor(srv.url), name="llm_oracle", **work_dirs(tmp_path))
         frontend.prepare([history])
-    load_report().main([frontend.frozen_path(corpus_of([history]))], tmp_path / "tables")
+    assert cli(["frontend-report", str(frontend.frozen_path(corpus_of([history]))), "--out", str(tmp_path / "tables")]) == 0
     coverage = pd.read_csv(tmp_path / "tables" / "frontends_coverage.csv").set_index(["frontend", "hop"])
     assert (coverage.loc["llm_oracle", "same_packet"] == coverage.loc["llm_oracle", "n"]).all()
     assert (coverage.loc["llm_oracle", "gold_present"] == coverage.loc["grammar", "gold_present"]).all()

@@ -60,7 +60,7 @@ def test_replaying_a_hostile_bundle_prints_one_line(tmp_path):
         manifest["config"]["arm"]["_target_"] = "os.system"
 
     bundle = _tampered_bundle(tmp_path, edit)
-    done = subprocess.run([sys.executable, "scripts/replay.py", str(bundle)], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(bundle)], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("cmc: error: ") and "'os.system'" in done.stderr

@@ -127,7 +127,7 @@ def test_make_tables_adds_cost_and_outcome_tables_for_a_method(sealed, tmp_path)
 
     bundle, _ = sealed
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "scripts/make_tables.py", "adhoc", "--bundles", str(bundle.parent.parent),
+    done = subprocess.run([sys.executable, "-m", "harness.cli", "tables", "adhoc", "--bundles", str(bundle.parent.parent),
                            "--out", str(out), "--population", "m2", "--reader", "openai", "--n-boot", "100"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

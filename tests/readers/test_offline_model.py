@@ -33,7 +33,7 @@ PART_SIZE = 4096
 
 # Fake carriers --------------------------------------------------------------------------
 class Carriers:
-    """`n` fake carrier packages on sys.path holding slices of `blob`."""
+    """`n` fake carrier packages on the import path (pytest's syspath_prepend) holding slices of `blob`."""
 
     def __init__(self, root: Path, blob: bytes, n: int) -> None:
         self.root, self.blob, self.n = root, blob, n

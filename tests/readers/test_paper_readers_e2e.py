@@ -65,6 +65,6 @@ def test_the_users_command_runs_a_paper_reader_end_to_end(tmp_path, reader, buil
     summary = json.loads((results / "scores" / "adhoc" / name / "summary.json").read_text())
     assert summary["n"] == 4
 
-    replayed = subprocess.run([sys.executable, "scripts/replay.py", str(bundle), f"reader.model.local_path={model}",
+    replayed = subprocess.run([sys.executable, "-m", "harness.cli", "replay", str(bundle), f"reader.model.local_path={model}",
                                f"paths.results_dir={results}"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert replayed.returncode == 0 and "replay OK" in replayed.stdout, replayed.stdout + replayed.stderr[-2000:]

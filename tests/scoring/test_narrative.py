@@ -12,7 +12,7 @@ TABLES, PAPER = ROOT / "results" / "tables", ROOT / "datasets" / "paper"
 
 def test_the_committed_report_is_generated_from_the_committed_tables(tmp_path):
     out = write_report(TABLES, PAPER, tmp_path / "REPORT.md")
-    assert out.read_text() == (ROOT / "results" / "REPORT.md").read_text(), "rerun scripts/make_report.py"
+    assert out.read_text() == (ROOT / "results" / "REPORT.md").read_text(), "rerun cmc-harness report"
 
 
 def test_a_table_number_flows_into_the_report(tmp_path):

@@ -42,7 +42,7 @@ def test_sweep_report_from_tiny_reader_bundles(tmp_path, tiny_model_dir):
         run(compose_config("experiment=synthetic_sweep", f"arm={arm}", "reader=local",
                            f"reader.model.local_path={tiny_model_dir}", "reader.dtype=float32", *knobs,
                            f"paths.results_dir={tmp_path / 'results'}", f"paths.cache_dir={tmp_path / 'cache'}"))
-    out = subprocess.run([sys.executable, "scripts/synthetic_report.py", "--reader", "local", "--bundles",
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "synthetic-report", "--reader", "local", "--bundles",
                           str(tmp_path / "results" / "bundles"), "--out", str(tmp_path / "out"), *knobs],
                          cwd=ROOT, capture_output=True, text=True, check=True)
     assert "Synthetic sweep" in out.stdout

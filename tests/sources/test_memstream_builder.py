@@ -11,7 +11,6 @@ import copy
 import json
 import os
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from cmc.io import read_jsonl, sha256_file
 from cmc.records import History
 from cmc.sources import memstream_builder as msb
 from cmc.sources import memstream_cases
+from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "mquake_cf_fixture.json"
@@ -33,8 +33,6 @@ TEMPLATES = DATA_DIR / "mquake_templates" / "cloze_templates.json"
 SEED, POOL, N = 20260907, 5, 10
 OUTPUTS = ("mquake_memstream.parquet", "exclusions.jsonl", "sensitivity.json", "card.json")
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import build_memstream  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +76,12 @@ def write_hub_parquet(raw: list[dict], path: Path) -> Path:
 
 
 def cli(src: Path, out: Path, *extra: str) -> int:
-    return build_memstream.main(["--src", str(src), "--out", str(out), "--cases", str(N), "--pool-size", str(POOL),
-                                 "--templates", str(TEMPLATES), *extra])
+    """`cmc-harness build-memstream` in this process (tests patch the pin): its exit status."""
+    try:
+        return main(["build-memstream", "--src", str(src), "--out", str(out), "--cases", str(N),
+                     "--pool-size", str(POOL), "--templates", str(TEMPLATES), *extra])
+    except SystemExit as exc:  # a DataError: one line on stderr, exit status 2
+        return exc.code
 
 
 def assertion(stem: str, obj: str) -> str:

@@ -1,7 +1,8 @@
-"""The label screen of appendix B.3 on the real FactConsolidation graph.
+"""`cmc-harness screen` (`make screen`): the label screen of appendix B.3 on the real
+FactConsolidation graph.
 
-    python scripts/label_screen.py [--out results/tables] [--arm cmc] [--frontend grammar]
-                                   [--bundles results/bundles --experiment table1 --population all]
+    cmc-harness screen [--out results/tables] [--arm cmc] [--frontend grammar]
+                       [--bundles results/bundles --experiment table1 --population all]
 
 Computes CMC's selection and every selected key's current and earlier values first (no
 labels), then opens the labels through the dataset adapter and flags reference strings
@@ -15,30 +16,27 @@ arm) is added from the experiment's sealed bundles of one population (default `a
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-from harness.config import compose  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-
-from cmc.bundle import read_manifest  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.graph import build_memories  # noqa: E402
-from cmc.vault import LabelVault  # noqa: E402
-from scoring.screen import bound_table, flag_counts, screen, screen_evidence  # noqa: E402
+from cmc.bundle import read_manifest
+from cmc.graph import build_memories
+from cmc.io import atomic_write_text
+from cmc.targets import instantiate_known
+from cmc.vault import LabelVault
+from harness.config import compose
+from scoring.screen import bound_table, flag_counts, screen, screen_evidence
+from scoring.tables import experiment_items
 
 PAPER = {"sh": 7, "mh": 26, "all": 33}  # appendix B.3
 
 
-def bounds_section(bundles_dir: Path, experiment: str, population: str, adapter, questions,
+def bounds_section(bundles_dir: Path, experiment: str, population: str, adapter: Any, questions: dict[str, Any],
                    flagged_mh: dict[str, list[str]], arm: str) -> str:
-    from scoring.tables import experiment_items
-
+    """The least-favourable rescoring bound from the experiment's sealed bundles, as Markdown."""
     folder = bundles_dir / experiment
     bundles = sorted(p for p in folder.iterdir() if (p / "SEAL").is_file()
                      and read_manifest(p)["population"]["name"] == population) if folder.is_dir() else []
@@ -57,16 +55,17 @@ def bounds_section(bundles_dir: Path, experiment: str, population: str, adapter,
             f"{table.to_markdown(index=False)}\n")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def screen_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results/tables")
     parser.add_argument("--arm", default="cmc", help="the CMC arm config whose traversal defines the selection")
     parser.add_argument("--frontend", default="grammar")
     parser.add_argument("--bundles", default=None, help="add the rescoring bound from this bundles folder")
     parser.add_argument("--experiment", default="table1")
     parser.add_argument("--population", default="all", help="bundles of this population for the bound")
-    args = parser.parse_args()
 
+
+def screen_main(args: argparse.Namespace) -> int:
+    """CMC's selection first (no labels), then the labels, then the flags and counts."""
     start = time.perf_counter()
     cfg = compose(f"arm={args.arm}", f"frontend={args.frontend}")
     adapter = instantiate_known(cfg.dataset)
@@ -104,7 +103,5 @@ def main() -> None:
     only_eq = flags[flags["flagged"] & ~flags["flagged_substring"]]["question_id"].tolist()
     print(f"equality only: {only_eq or 'none'}; substring only: {only_sub or 'none'}")
     print(f"\nwrote {out / 'label_screen.md'} and {out / 'label_screen.csv'}")
+    return 0
 
-
-if __name__ == "__main__":
-    main()

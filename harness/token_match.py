@@ -1,28 +1,25 @@
-"""The disjoint-random control's token matching, measured as the reader counts: per question,
+"""`cmc-harness token-match`: the disjoint-random control's token matching, measured as the reader counts: per question,
 the reader tokenizer's length of the rendered disjoint-random evidence minus that of CMC's
 (paper B.1: mean absolute delta 0.005 tokens, max 2). Label-free: only evidence is read.
 
-    python scripts/token_match.py [reader=...] [population=...]
+    cmc-harness token-match [reader=...] [population=...]
 
-Writes results/tables/disjoint_token_match[_<population>][_<reader>].{csv,md}.
+Writes <paths.results_dir>/tables/disjoint_token_match[_<population>][_<reader>].{csv,md}.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-
-from cmc.errors import report_data_errors  # noqa: E402
-from cmc.evidence import rebuild_text  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-from harness.config import compose  # noqa: E402
-from harness.runs import Run  # noqa: E402
-from scoring.tables import length_order, markdown  # noqa: E402
+from cmc.errors import DataError
+from cmc.evidence import rebuild_text
+from cmc.io import atomic_write_text
+from cmc.targets import instantiate_known
+from harness.config import compose
+from harness.runs import Run
+from scoring.tables import length_order, markdown
 
 
 def deltas(overrides: list[str]) -> tuple[pd.DataFrame, str, str]:
@@ -32,7 +29,7 @@ def deltas(overrides: list[str]) -> tuple[pd.DataFrame, str, str]:
     reference = Run(compose("arm=cmc", *overrides))
     arm = instantiate_known(control.cfg.arm)
     if arm.counter is None:
-        raise SystemExit(f"reader {control.cfg.reader.name} has no tokenizer: the control matches whitespace tokens")
+        raise DataError(f"reader {control.cfg.reader.name} has no tokenizer: the control matches whitespace tokens")
     tokenizer = arm.counter.tokenizer
     rows = []
     for question, ours, theirs in zip(control.questions, control.packets(), reference.packets()):
@@ -59,14 +56,18 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([*rows, row({"hop": "all", "length": "all"}, frame)])
 
 
-def main() -> None:
-    overrides = sys.argv[1:]
-    frame, reader, population = deltas(overrides)
+def token_match_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("overrides", nargs="*", help="config overrides for both runs (reader=..., population=...)")
+
+
+def token_match_main(args: argparse.Namespace) -> int:
+    """Measure, summarise and write the table; its name carries what differs from the defaults."""
+    frame, reader, population = deltas(args.overrides)
     table = summary(frame)
-    default = compose()
+    default, used = compose(), compose(*args.overrides)
     suffix = "".join(f"_{value}" for value, usual in ((population, default.population.name),
                                                       (reader, default.reader.name)) if value != usual)
-    stem = ROOT / "results" / "tables" / f"disjoint_token_match{suffix}"
+    stem = Path(used.paths.results_dir) / "tables" / f"disjoint_token_match{suffix}"
     atomic_write_text(stem.with_suffix(".csv"), table.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), (
         f"## Disjoint random: token matching in the reader's tokens\n\nReader tokenizer: {reader}. Per question, "
@@ -74,7 +75,5 @@ def main() -> None:
         f"is what the swap search saw (sums of per-record sizes). Paper B.1: mean absolute delta 0.005, max 2.\n\n"
         f"{markdown(table)}\n"))
     print(markdown(table))
+    return 0
 
-
-if __name__ == "__main__":
-    report_data_errors(main)

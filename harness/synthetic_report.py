@@ -1,6 +1,7 @@
-"""`make synthetic` (second half): evidence recall and reader accuracy of the synthetic sweep.
+"""`cmc-harness synthetic-report` (`make synthetic`, second half): evidence recall and reader
+accuracy of the synthetic sweep.
 
-    python scripts/synthetic_report.py [--experiment synthetic_sweep] [--reader NAME] [override ...]
+    cmc-harness synthetic-report [--experiment synthetic_sweep] [--reader NAME] [override ...]
 
 Reads the experiment's sealed bundles of one reader, opens the gold answers and the
 ground-truth evidence sets through LabelVault (seal verified first), and writes
@@ -10,24 +11,20 @@ report section results/<experiment>.md, whose numbers are read from that table.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-from harness.config import compose  # noqa: E402
-
-from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
-from cmc.errors import report_data_errors  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-from cmc.vault import LabelVault  # noqa: E402
-from scoring.figures import sweep_figure  # noqa: E402
-from scoring.recall import cell_parts, evidence_recall, pooled, sweep_table  # noqa: E402
-from scoring.tables import experiment_items  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice
+from cmc.errors import DataError
+from cmc.io import atomic_write_text
+from cmc.targets import instantiate_known
+from cmc.vault import LabelVault
+from harness.config import compose
+from scoring.figures import sweep_figure
+from scoring.recall import cell_parts, evidence_recall, pooled, sweep_table
+from scoring.tables import experiment_items
 
 
 def scored_items(experiment: str, reader: str | None, bundles_dir: Path, overrides: Sequence[str] = ()
@@ -40,7 +37,7 @@ def scored_items(experiment: str, reader: str | None, bundles_dir: Path, overrid
     bundles = sorted(p for p in folder.iterdir() if (p / "SEAL").is_file() and run_slice(p) == wanted) \
         if folder.is_dir() else []
     if not bundles:
-        sys.exit(f"no sealed bundles of {wanted} under {folder}; run `make synthetic` first")
+        raise DataError(f"no sealed bundles of {wanted} under {folder}; run `make synthetic` first")
     adapter = instantiate_known(cfg.dataset)
     dataset = adapter.load()
     questions = {q.qid: q for q in dataset.questions}
@@ -86,14 +83,16 @@ def report_text(experiment: str, table: pd.DataFrame, items: pd.DataFrame, reade
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def synthetic_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--experiment", default="synthetic_sweep")
     parser.add_argument("--reader")
     parser.add_argument("--bundles", default="results/bundles")
     parser.add_argument("--out", default="results")
     parser.add_argument("overrides", nargs="*", help="config overrides the run used, e.g. dataset.questions_per_cell=2")
-    args = parser.parse_args()
+
+
+def synthetic_report_main(args: argparse.Namespace) -> int:
+    """The per-cell table, the figure and the report section, all from the same items."""
     items, reader, max_hops = scored_items(args.experiment, args.reader, Path(args.bundles), args.overrides)
     table = sweep_table(items)
     out = Path(args.out)
@@ -109,7 +108,5 @@ def main() -> None:
     text = report_text(args.experiment, table, items, reader, max_hops)
     atomic_write_text(out / f"{args.experiment}.md", text)
     print(text)
+    return 0
 
-
-if __name__ == "__main__":
-    report_data_errors(main)

@@ -1,6 +1,7 @@
-"""`make tables`: score an experiment's sealed bundles and write its tables and figures.
+"""`cmc-harness tables` (`make tables`): score an experiment's sealed bundles and write its
+tables and figures.
 
-    python scripts/make_tables.py table1 [--population quick] [--reader NAME] [--frontend NAME]
+    cmc-harness tables table1 [--population quick] [--reader NAME] [--frontend NAME]
 
 One table holds the views (arms) of one dataset, frontend, population and reader: bundles
 of other readers are never pooled into it. Tables go to results/tables/<experiment>*.{md,csv,tex}
@@ -12,30 +13,26 @@ frontends, <experiment>[_<population>]_readers.* is the reader x frontend grid (
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PAPER = ROOT / "datasets" / "paper"  # the paper's reference numbers
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-import pandas as pd  # noqa: E402
-from harness.config import compose  # noqa: E402
-from cmc.errors import report_data_errors  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-
-from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice  # noqa: E402
-from cmc.io import atomic_write_text, canonical_json  # noqa: E402
-from cmc.vault import LabelVault  # noqa: E402
-from scoring.coverage import coverage_table  # noqa: E402
-from scoring.methods import cost_table, outcome_table  # noqa: E402
-from scoring.generation_cost import engine_label, generation_table  # noqa: E402
-from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices  # noqa: E402
-from scoring.interaction import non_overflow_table  # noqa: E402
-from scoring.narrative import paper_reference  # noqa: E402
-from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, length_order, markdown,  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice
+from cmc.errors import DataError
+from cmc.io import atomic_write_text, canonical_json
+from cmc.locations import paper_dir
+from cmc.targets import instantiate_known
+from cmc.vault import LabelVault
+from harness.config import compose
+from scoring.coverage import coverage_table
+from scoring.methods import cost_table, outcome_table
+from scoring.generation_cost import engine_label, generation_table
+from scoring.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices
+from scoring.interaction import non_overflow_table
+from scoring.narrative import paper_reference
+from scoring.tables import (accuracy, contrasts, experiment_items, key_change_strata, markdown,
                             reader_grid, selected_keys, selection_vs_reader, strict_table, view_table)
 
 
@@ -43,6 +40,7 @@ METRIC = " Substring exact match (%), Wilson 95% intervals."  # what the accurac
 
 
 def write_table(frame: pd.DataFrame, stem: Path, title: str, provenance: str) -> None:
+    """One table as CSV, Markdown and LaTeX, each carrying its title and provenance."""
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{provenance}\n\n{markdown(frame)}\n")
     atomic_write_text(stem.with_suffix(".tex"), f"% {title}\n% {provenance}\n" + frame.to_latex(index=False, na_rep="--"))
@@ -85,6 +83,7 @@ class Tables:
     provenance: str
 
     def write(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
+        """An accuracy table of the slice, with the full provenance."""
         write_table(frame, self.folder / f"{self.stem}{suffix}", f"{self.experiment}: {title}", self.provenance)
 
     def write_untallied(self, frame: pd.DataFrame, suffix: str, title: str) -> None:
@@ -93,9 +92,8 @@ class Tables:
                     self.provenance.replace(METRIC, ""))
 
 
-def parse_args() -> argparse.Namespace:
+def tables_arguments(parser: argparse.ArgumentParser) -> None:
     """The experiment and which of its bundles, outputs and bootstrap size."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("experiment")
     parser.add_argument("--bundles", default="results/bundles")
     parser.add_argument("--out", default="results")
@@ -103,11 +101,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--population", help="use only bundles of this population (default: the experiment's)")
     for key in ("reader", "frontend", "dataset"):
         parser.add_argument(f"--{key}", help=f"use only bundles of this {key} (default: the experiment's)")
-    return parser.parse_args()
 
 
 def select_slice(args: argparse.Namespace) -> Slice:
-    """The experiment's sealed bundles of the asked slice; exits naming what was found if none."""
+    """The experiment's sealed bundles of the asked slice; a DataError naming what was found if none."""
     cfg = compose(f"experiment={args.experiment}", *([f"dataset={args.dataset}"] if args.dataset else []))
     defaults = {"dataset": cfg.dataset.name, "frontend": cfg.frontend.name, "population": cfg.population.name,
                 "reader": cfg.reader.name}
@@ -118,7 +115,7 @@ def select_slice(args: argparse.Namespace) -> Slice:
     bundles = [p for p in sealed if slices[p] == wanted]  # one reader, frontend, ...: never pooled
     if not bundles:
         found = sorted({canonical_json(s) for s in slices.values()})
-        sys.exit(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
+        raise DataError(f"no sealed bundles of {canonical_json(wanted)} under {folder}; found: {', '.join(found) or 'none'}")
     return Slice(cfg, defaults, wanted, sealed, slices, bundles)
 
 
@@ -175,7 +172,7 @@ def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables:
     if len({(chosen.slices[p]["reader"], chosen.slices[p]["frontend"]) for p in grid}) <= 1:
         return
     grid_items = experiment_items(grid, vault, questions, chosen.cfg.experiment.cluster)
-    paper = (paper_reference(PAPER, experiment) or {}).get("frontends")  # Table 7's counts per frontend
+    paper = (paper_reference(paper_dir(), experiment) or {}).get("frontends")  # Table 7's counts per frontend
     table = reader_grid(grid_items, paper)
     compared = paper is not None and table["paper correct"].notna().any()  # none on another number of questions
     write_table(table, tables / f"{chosen.name(experiment, 'population', 'dataset')}_readers",
@@ -208,9 +205,8 @@ def write_figures(scored: SliceItems, figures: Path, stem: str) -> None:
         depth_curve(items, depths, figures / f"{stem}_depth.png", caption)
 
 
-def main() -> None:
+def tables_main(args: argparse.Namespace) -> int:
     """Every table and figure of one slice of the experiment, then the main table on stdout."""
-    args = parse_args()
     chosen = select_slice(args)
     experiment, exp = args.experiment, chosen.cfg.experiment
     stem = chosen.name(experiment, "population", "reader", "frontend", "dataset")
@@ -242,7 +238,5 @@ def main() -> None:
     write_figures(scored, Path(args.out) / "figures", stem)
     print(provenance)
     print(main_table.to_markdown(index=False))
+    return 0
 
-
-if __name__ == "__main__":
-    report_data_errors(main)

@@ -1,4 +1,5 @@
-"""`make bench-readers`: every CPU engine of one reader side by side, on the same requests.
+"""`cmc-harness bench-readers` (`make bench-readers`): every CPU engine of one reader side by
+side, on the same requests.
 
 Three requests built by the harness from real data: a CMC-size question (~300 input tokens),
 a fact-BM25-size one (~1,900) and an LLM-frontend extraction batch (20 statements, ~400
@@ -8,7 +9,7 @@ tok/s (the rest), seconds per question at the 64-token cap, peak RSS. The physic
 limit is printed beside them: measured memory bandwidth / bytes of weights read per token.
 Ratios are against fp32, measured in the same run; absolute times are context only.
 
-    python scripts/bench_readers.py [--reader qwen25_coder_15b] [--engines fp32,bf16,llamacpp]
+    cmc-harness bench-readers [--reader qwen25_coder_15b] [--engines fp32,bf16,llamacpp]
 """
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.readers.compute import auto_dtype, cpu_summary  # noqa: E402
+from cmc.errors import DataError
+from cmc.io import atomic_write_text
+from cmc.readers.compute import auto_dtype, cpu_summary
+from harness.config import compose
 
 MIN_DECODE_TOKENS = 32  # a short answer's decode time is lost in the noise of two prefills
 ENGINES = {  # name -> reader overrides (the llama.cpp reader config is <reader>_llamacpp)
@@ -37,17 +38,16 @@ ENGINES = {  # name -> reader overrides (the llama.cpp reader config is <reader>
 }
 
 
-def build_requests(reader, overrides: list[str], extraction_tokens: int) -> dict:
+def build_requests(reader: Any, overrides: list[str], extraction_tokens: int) -> dict[str, Any]:
     """The three requests, prepared by this engine's reader from the same texts: the first
     multi-hop question of the 6K history with its CMC and its fact-BM25 evidence, and the
     extraction batch of that history's first 20 records."""
     from cmc.evidence import rebuild_text
     from cmc.frontends.llm import LLMFrontend
     from harness.runs import Run
-    from tests.conftest import compose_config
 
     def run_of(arm: str) -> Run:
-        return Run(compose_config(*overrides, f"arm={arm}", "population=quick", "population.per_cell=1"))
+        return Run(compose(*overrides, f"arm={arm}", "population=quick", "population.per_cell=1"))
 
     run = run_of("cmc")
     question = next(q for q in run.questions if q.hop == "mh")
@@ -63,14 +63,16 @@ def build_requests(reader, overrides: list[str], extraction_tokens: int) -> dict
     return requests
 
 
-def load_weights(reader) -> None:
+def load_weights(reader: Any) -> None:
+    """Load the engine's weights now, so the load is timed apart from the first request."""
     if hasattr(reader, "llama"):
         reader.llama(4096)
     else:
         reader.model  # noqa: B018  (a cached property: loads the weights)
 
 
-def timed_generate(reader, request, new_tokens: int | None = None):
+def timed_generate(reader: Any, request: Any, new_tokens: int | None = None) -> tuple[float, Any]:
+    """Seconds and prediction of one request, optionally at another generation cap."""
     if new_tokens is not None:
         request = dataclasses.replace(request, generation={**request.generation, "max_new_tokens": new_tokens})
     start = time.perf_counter()
@@ -81,11 +83,10 @@ def timed_generate(reader, request, new_tokens: int | None = None):
 def child(engine: str, reader_name: str, extraction_tokens: int) -> dict:
     """One engine in this process: load, then each request cold, prefill then full."""
     from cmc.targets import instantiate_known
-    from tests.conftest import compose_config
 
     name = f"{reader_name}_llamacpp" if engine == "llamacpp" else reader_name
     overrides = [f"reader={name}", *ENGINES[engine]]
-    reader = instantiate_known(compose_config(*overrides).reader)
+    reader = instantiate_known(compose(*overrides).reader)
     start = time.perf_counter()
     load_weights(reader)
     result = {"engine": engine, "reader": name, "load_s": round(time.perf_counter() - start, 2),
@@ -128,9 +129,8 @@ def weight_bytes(reader_name: str) -> dict[str, int]:
     from safetensors import safe_open
 
     from cmc.targets import instantiate_known
-    from tests.conftest import compose_config
 
-    source = instantiate_known(compose_config(f"reader={reader_name}").reader).source
+    source = instantiate_known(compose(f"reader={reader_name}").reader).source
     with safe_open(str(source.resolve() / "model.safetensors"), "pt") as weights:
         params = sum(math.prod(weights.get_slice(key).get_shape()) for key in weights.keys())
     return {"fp32": 4 * params, "bf16": 2 * params, "llamacpp": source.gguf_path().stat().st_size}
@@ -154,6 +154,7 @@ def compare(results: list[dict], bandwidth: float, weights: dict[str, int]) -> l
 
 
 def markdown(rows: list[dict], header: dict) -> str:
+    """The comparison table, headed by the machine it was measured on."""
     cols = ["engine", "dtype", "load_s", "cmc_s", "cmc_speedup", "fact_bm25_s", "fact_bm25_speedup",
             "cmc_prefill_tok_s", "fact_bm25_prefill_tok_s", "extraction_decode_tok_s", "extraction_speedup",
             "decode_bound_tok_s", "peak_rss_mib"]
@@ -165,24 +166,29 @@ def markdown(rows: list[dict], header: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_readers_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reader", default="qwen25_coder_15b")
     parser.add_argument("--engines", default="fp32,bf16,llamacpp")
     parser.add_argument("--extraction-tokens", type=int, default=400)
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench")
+    parser.add_argument("--out", type=Path, default=Path("results/bench"))
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+
+
+def bench_readers_main(args: argparse.Namespace) -> int:
+    """Each engine in a child process of this command (its own peak RSS), then the table."""
     if args.child:
         print(json.dumps(child(args.child, args.reader, args.extraction_tokens)))
-        return
+        return 0
+    if unknown := [e for e in args.engines.split(",") if e not in ENGINES]:
+        raise DataError(f"--engines: unknown {', '.join(unknown)} (known: {', '.join(ENGINES)})")
     results = []
     for engine in args.engines.split(","):
-        done = subprocess.run([sys.executable, __file__, "--child", engine, "--reader", args.reader,
-                               "--extraction-tokens", str(args.extraction_tokens)],
-                              capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "bench-readers", "--child", engine,
+                               "--reader", args.reader, "--extraction-tokens", str(args.extraction_tokens)],
+                              capture_output=True, text=True)
         if done.returncode != 0:
-            sys.exit(f"engine {engine} failed:\n{done.stderr[-3000:]}")
+            print(f"engine {engine} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
+            return 1
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(f"{engine}: {results[-1]}", flush=True)
     header = {"reader": args.reader, "cpu": cpu_summary(), "auto_dtype": auto_dtype("cpu"),
@@ -193,7 +199,5 @@ def main() -> None:
     atomic_write_text(stem.with_suffix(".json"), json.dumps({**header, "engines": results, "rows": rows}, indent=1) + "\n")
     atomic_write_text(stem.with_suffix(".md"), markdown(rows, header))
     print(markdown(rows, header))
+    return 0
 
-
-if __name__ == "__main__":
-    main()

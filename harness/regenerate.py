@@ -1,13 +1,14 @@
-"""Regenerate a stratified sample of sealed bundles in this environment and compare answers.
+"""`cmc-harness regenerate-sample`: regenerate a stratified sample of sealed bundles in this
+environment and compare answers.
 
 Why: request ids of identity scheme 2 hold no library version, so a transformers upgrade
 keeps every stored answer. That is sound only if the upgrade changes neither the inputs nor
-the greedy outputs. This script measures both on committed bundles: it rebuilds each sampled
+the greedy outputs. This job measures both on committed bundles: it rebuilds each sampled
 request (its input ids must equal the sealed ones: the sealed request id proves it), runs
 it with the bundle's reader at the bundle's dtype in this environment, and compares the
 answer with the sealed one, byte for byte. Results go to results/bench/ as JSON.
 
-    python scripts/regenerate_sample.py results/bundles/table1/*-all-* --per-cell 1 --max-input-tokens 7000
+    cmc-harness regenerate-sample results/bundles/table1/*-all-* --per-cell 1 --max-input-tokens 7000
 """
 from __future__ import annotations
 
@@ -16,23 +17,18 @@ import dataclasses
 import json
 import platform
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from omegaconf import OmegaConf
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.readers.compute import cpu_summary  # noqa: E402
-from harness.replay import replay_config  # noqa: E402
-from harness.runs import Run  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-from scoring.metrics import parse_answer  # noqa: E402
+from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from cmc.io import atomic_write_text
+from cmc.readers.compute import cpu_summary
+from harness.replay import replay_config
+from harness.runs import Run
+from cmc.targets import instantiate_known
+from scoring.metrics import parse_answer
 
 
 def sample(run: Run, requests: list[dict], per_cell: int, max_tokens: int, seed: int) -> list[int]:
@@ -46,6 +42,7 @@ def sample(run: Run, requests: list[dict], per_cell: int, max_tokens: int, seed:
 
 
 def check_bundle(bundle: Path, per_cell: int, max_tokens: int, seed: int) -> dict:
+    """Rebuild and regenerate the sampled requests of one verified bundle; count what matches."""
     verify_seal(bundle)
     manifest = read_manifest(bundle)
     run = Run(replay_config(bundle, manifest=manifest), frozen_reader_pin=manifest["reader_pin"])
@@ -72,14 +69,19 @@ def check_bundle(bundle: Path, per_cell: int, max_tokens: int, seed: int) -> dic
             "items": items}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def regenerate_sample_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("bundles", nargs="+", type=Path)
     parser.add_argument("--per-cell", type=int, default=1, help="questions per (hop, length) cell and bundle")
     parser.add_argument("--max-input-tokens", type=int, default=7000, help="sample only requests up to this size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("results/bench/regenerated_sample.json"))
-    args = parser.parse_args()
+
+
+def regenerate_sample_main(args: argparse.Namespace) -> int:
+    """Every bundle in turn; the JSON is rewritten after each, so a stop keeps what was measured."""
+    import torch
+    import transformers
+
     report = {"environment": {"transformers": transformers.__version__, "torch": torch.__version__,
                               "python": platform.python_version(), **cpu_summary()},
               "per_cell": args.per_cell, "max_input_tokens": args.max_input_tokens, "seed": args.seed, "bundles": []}
@@ -90,7 +92,5 @@ def main() -> None:
               f"{result['same_input_ids']}/{result['sampled']} identical inputs ({result['seconds']} s)", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out, json.dumps(report, indent=1) + "\n")  # after each bundle: a stop keeps the rest
+    return 0
 
-
-if __name__ == "__main__":
-    main()

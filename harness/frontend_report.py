@@ -1,37 +1,36 @@
-"""`make frontends-report`: each frozen LLM or hybrid extraction next to the grammar
+"""`cmc-harness frontend-report` (part of `make frontends`): each frozen LLM or hybrid extraction next to the grammar
 frontend's reading of the same statements (statuses, triple agreement, cost, rules), then
 CMC's evidence with each: gold strings present per hop, packet sizes, and packets identical to the
 grammar frontend's (their reader requests are the grammar run's, reused). No reader is
 called; labels are opened only after every packet is built.
 
-    python scripts/frontend_report.py [results/extractions/<frontend>/corpus-<id>.json ...]
+    cmc-harness frontend-report [results/extractions/<frontend>/corpus-<id>.json ...] [--out results/tables]
 
-Writes results/tables/frontends.{csv,md} and frontends_coverage.{csv,md}.
+Without files, every frozen extraction under results/extractions/ is read. Writes
+<out>/frontends.{csv,md} and frontends_coverage.{csv,md}.
 """
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
-import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from cmc.errors import DataError, report_data_errors  # noqa: E402
-from cmc.evidence import select_all  # noqa: E402
-from cmc.extraction import Extraction  # noqa: E402
-from cmc.frontends.llm import corpus_of  # noqa: E402
-from cmc.graph import build_memories  # noqa: E402
-from cmc.io import atomic_write_text  # noqa: E402
-from cmc.sources import Dataset  # noqa: E402
-from cmc.targets import instantiate_known  # noqa: E402
-from harness.config import compose  # noqa: E402
-from scoring.diagnostics import gold_in_evidence  # noqa: E402
-from scoring.frontends import coverage_table, evidence_rows, frontend_row  # noqa: E402
-from scoring.tables import markdown  # noqa: E402
+from cmc.errors import DataError
+from cmc.evidence import select_all
+from cmc.extraction import Extraction
+from cmc.frontends.llm import corpus_of
+from cmc.graph import build_memories
+from cmc.io import atomic_write_text
+from cmc.sources import Dataset
+from cmc.targets import instantiate_known
+from harness.config import compose
+from scoring.diagnostics import gold_in_evidence
+from scoring.frontends import coverage_table, evidence_rows, frontend_row
+from scoring.tables import markdown
 
 
 def histories_of(statements: list[str], dataset: Dataset) -> Dataset:
@@ -47,12 +46,30 @@ def histories_of(statements: list[str], dataset: Dataset) -> Dataset:
     raise DataError(f"the statements of no set of {dataset.name} histories match this extraction's")
 
 
-def packets(cfg, dataset: Dataset, frontend) -> list[dict]:
+def packets(cfg: Any, dataset: Dataset, frontend: Any) -> list[dict]:
+    """CMC's evidence packets over `dataset` with this frontend's extraction."""
     arm = instantiate_known(cfg.arm)
     return [e.packet() for e in select_all(arm, dataset, build_memories(dataset, frontend))]
 
 
-def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
+def frontend_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("extractions", nargs="*", type=Path,
+                        help="frozen extraction files (default: every one under results/extractions)")
+    parser.add_argument("--out", type=Path, default=Path("results/tables"))
+
+
+def frontend_report_main(args: argparse.Namespace) -> int:
+    """The report over the named extractions, or over every frozen one under results/extractions."""
+    found = args.extractions or sorted(Path("results/extractions").glob("*/corpus-*[0-9a-f].json"))
+    if not found:
+        raise DataError("no frozen extraction under results/extractions; pass one")
+    report(found, args.out)
+    return 0
+
+
+def report(paths: list[Path], out: Path) -> None:
+    """Each extraction against the grammar (statements, triples, cost), then CMC's evidence
+    built with each; labels are opened only after every packet is built."""
     base = compose("arm=cmc")
     adapter = instantiate_known(base.dataset)
     dataset = adapter.load()
@@ -93,13 +110,8 @@ def main(paths: list[Path], out: Path = ROOT / "results" / "tables") -> None:
 
 
 def write(frame: pd.DataFrame, stem: Path, title: str) -> None:
+    """One table as CSV and Markdown, echoed to stdout."""
     atomic_write_text(stem.with_suffix(".csv"), frame.to_csv(index=False))
     atomic_write_text(stem.with_suffix(".md"), f"## {title}\n\n{markdown(frame)}\n")
     print(f"## {title}\n\n{markdown(frame)}\n")
 
-
-if __name__ == "__main__":
-    found = [Path(p) for p in sys.argv[1:]] or sorted((ROOT / "results" / "extractions").glob("*/corpus-*[0-9a-f].json"))
-    if not found:
-        sys.exit("no frozen extraction under results/extractions; pass one")
-    report_data_errors(lambda: main(found))
