@@ -146,12 +146,13 @@ def test_prediction_rows_must_be_exactly_the_population(tmp_path, edit):
 def offline_05b_bundle(tmp_path_factory) -> Path:
     """A sealed bundle whose reader converts its weights into a model cache: the 0.5B offline
     reader that `make test` installs (the committed bundles' 1.5B it does not), two questions
-    with CMC evidence. The weights go to this machine's model cache, where the replay reads them."""
+    with CMC evidence. The weights go to this machine's model cache, where the replay finds them."""
     from harness.stages import run
 
     tmp = tmp_path_factory.mktemp("offline_05b")
-    run(compose_config("reader=qwen25_coder_05b", "arm=cmc", "population=quick", "population.per_cell=1",
-                       "population.name=q2", f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}"))
+    run(compose_config("reader=qwen25_coder_05b", "reader.max_new_tokens=4", "arm=cmc", "population=quick",
+                       "population.per_cell=1", "population.name=q2", f"paths.results_dir={tmp / 'results'}",
+                       f"paths.cache_dir={tmp / 'cache'}"))  # 4 tokens: a replay reads answers, never makes them
     return tmp / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-q2-cmc-qwen25_coder_05b"
 
 
