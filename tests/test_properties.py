@@ -544,8 +544,8 @@ def test_arms_are_deterministic(stream: Stream, qs: list[Question], max_hops: in
 
 DETERMINISM_SCRIPT = """
 import hashlib, random, sys
-sys.path.insert(0, {tests!r})
-import test_properties as tp
+sys.path.insert(0, {repo!r})  # the repository, not tests/: tests/arms would shadow the arms package
+from tests import test_properties as tp
 rng = random.Random(7)
 digest = hashlib.sha256()
 for case in range(25):
@@ -569,7 +569,7 @@ print(digest.hexdigest())
 
 def test_arms_are_deterministic_across_hash_seeds() -> None:
     """Packets must not depend on set/dict iteration order under string hash randomization."""
-    script = DETERMINISM_SCRIPT.format(tests=str(Path(__file__).resolve().parent))
+    script = DETERMINISM_SCRIPT.format(repo=str(REPO))
     digests = []
     for seed in ("1", "2", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
