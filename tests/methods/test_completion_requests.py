@@ -137,15 +137,14 @@ def a_stop_inside(text: str) -> str:
     return text[middle - 3:middle]
 
 
-def early_stop_is_the_cut_of_the_whole_generation(reader, text: str) -> str:
+def check_early_stop_is_the_cut_of_the_whole_generation(reader, text: str) -> None:
     """One engine's own two paths: decoded to the token cap and cut at a stop found in that
-    text, against the same request with the stop (the early stop). Returns the stop."""
+    text, against the same request with the stop (the early stop)."""
     whole = reader.generate(reader.prepare_completion(text, "v", 12))
     stop = a_stop_inside(whole.raw)
     fast = reader.generate(reader.prepare_completion(text, "v", 12, [stop]))
     assert (fast.raw, fast.finish_reason) == (cut_at_stop(whole.raw, [stop])[0], "stop")
     assert fast.usage["completion_tokens"] < whole.usage["completion_tokens"], "stopped early, not cut afterwards"
-    return stop
 
 
 @pytest.mark.slow
@@ -162,4 +161,4 @@ def test_llama_cpp_and_transformers_stop_early_at_the_cut_of_their_whole_generat
     text = "Question: What is the capital city of France?\nAnswer: The capital city of France is"
     assert cpp.prepare_completion(text, "v", 12, [" is"]).input_ids == hf.prepare_completion(text, "v", 12).input_ids
     for reader in (cpp, hf):
-        early_stop_is_the_cut_of_the_whole_generation(reader, text)
+        check_early_stop_is_the_cut_of_the_whole_generation(reader, text)
