@@ -68,7 +68,17 @@ def memories(dataset, frontend):
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A saved tiny Qwen2 chat model (tests/readers/tiny_model.py); built once, in seconds."""
+    """A saved tiny Qwen2 chat model (tests/readers/tiny_model.py), built once a session: under
+    xdist the first worker builds it into the session's shared temp folder, the others wait."""
+    from filelock import FileLock
+
     from tests.readers.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: this session's own folder
+        return build_tiny_model(tmp_path_factory.mktemp("tiny_model"))
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, above every worker's folder
+    dest = shared / "tiny_model"
+    with FileLock(str(shared / "tiny_model.lock")):
+        if not dest.is_dir():
+            build_tiny_model(shared / "tiny_model.partial").rename(dest)  # whole or absent
+    return dest
