@@ -53,7 +53,7 @@ browser: ## install Debian's chromium for the viewer's browser test (root or sud
 
 # The suite's real-reader tests need the 0.5B offline reader and llama.cpp; without them they would skip.
 test: $(OFFLINE_SMALL) $(LLAMACPP) browser ## run the whole test suite (slow tests and the real 0.5B reader included)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q --durations=40
 
 test-fast: $(READERS) ## run the suite without tests marked slow
 	$(PY) -m pytest -n 2 -q -m "not slow"

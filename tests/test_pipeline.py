@@ -145,6 +145,15 @@ def _stored(cache: Path) -> int:
         return 0
 
 
+def rerun(cfg, caplog) -> str:
+    """The run again, in this process (as `run.py` runs it, without a second import of
+    torch and transformers); returns what it logged about generation."""
+    caplog.clear()
+    with caplog.at_level("INFO", logger="cmc.generation"):
+        run(cfg)
+    return caplog.text
+
+
 def test_sigkill_mid_generation_then_rerun_is_byte_identical_and_repeats_nothing(finished, tmp_path, tiny_model_dir):
     _, clean_bundle, _ = finished
     args = [sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"), f"hydra.run.dir={tmp_path / 'h'}"]
@@ -165,7 +174,7 @@ def test_sigkill_mid_generation_then_rerun_is_byte_identical_and_repeats_nothing
     assert bundle_bytes(bundle) == bundle_bytes(clean_bundle)
 
 
-def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, tmp_path, tiny_model_dir):
+def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, tmp_path, tiny_model_dir, caplog):
     """Generate part of a run, then lose the machine-local store (a new machine): the work
     folder (manifest + journal), which a long run commits, is enough to finish it without
     sending a journaled request again, and the bundle is byte-identical to the clean one."""
@@ -180,9 +189,7 @@ def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, t
     journaled = len(set(r.id for r in partial.requests))
     assert len(journal.read_text().splitlines()) == journaled > 0
 
-    resumed = subprocess.run([sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"),
-                              f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert f"{40 - journaled} requests to generate ({journaled} already stored)" in resumed.stdout + resumed.stderr
+    assert f"{40 - journaled} requests to generate ({journaled} already stored)" in rerun(cfg, caplog)
     assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
     assert not journal.parent.exists()
     # both sittings' generation time reaches the scores, one line each, outside the bundle
@@ -192,7 +199,7 @@ def test_a_run_resumes_on_another_machine_from_its_committed_journal(finished, t
 
 
 @pytest.mark.parametrize("where", ["ctrl_c", "reader_failure"])
-def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, tiny_model_dir, where):
+def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, tiny_model_dir, where, caplog):
     """Ctrl-C (in the main thread, as a terminal delivers it) or a reader that raises, at the
     3rd request: the queued requests are not sent (a thread pool given all of them would send
     them and drop the answers), the answer in flight is kept when there is one, and the rerun
@@ -226,9 +233,7 @@ def test_an_interrupt_stops_the_queue_and_the_run_resumes(finished, tmp_path, ti
     assert len((work / "predictions.jsonl").read_text().splitlines()) == kept
     assert [s["requests"] for s in read_sittings(work / "sittings.jsonl")] == [kept]
 
-    resumed = subprocess.run([sys.executable, "run.py", *overrides(tmp_path, tiny_model_dir, "arm=cmc"),
-                              f"hydra.run.dir={tmp_path / 'h'}"], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert f"{40 - kept} requests to generate ({kept} already stored)" in resumed.stdout + resumed.stderr
+    assert f"{40 - kept} requests to generate ({kept} already stored)" in rerun(cfg, caplog)
     assert bundle_bytes(tmp_path / "results" / "bundles" / "adhoc" / clean_bundle.name) == bundle_bytes(clean_bundle)
 
 

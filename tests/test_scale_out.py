@@ -19,6 +19,9 @@ from tests.conftest import ROOT, compose_config
 
 TINY = ["reader=local", "reader.dtype=float32", "population=quick", "population.name=s8", "population.per_cell=2",
         "population.lengths=[6k,32k]"]
+# Parallel views need several views, not many questions: one per hop of the 6K history.
+TINY_VIEWS = ["reader=local", "reader.dtype=float32", "population=quick", "population.name=v2", "population.per_cell=1",
+              "population.lengths=[6k]"]
 
 
 def _bundles(results: Path) -> dict[str, dict[str, bytes]]:
@@ -63,7 +66,7 @@ def test_shards_on_separate_machines_seal_the_unsharded_bundle(tmp_path, tiny_mo
 def test_parallel_views_on_joblib_seal_the_basic_launchers_bundles(tmp_path, tiny_model_dir):
     def multirun(name: str, *launcher: str) -> None:
         done = subprocess.run(
-            [sys.executable, "run.py", "-m", "arm=cmc,stale_closure,latest_state,fact_bm25", *TINY,
+            [sys.executable, "run.py", "-m", "arm=cmc,stale_closure,latest_state,fact_bm25", *TINY_VIEWS,
              f"reader.model.local_path={tiny_model_dir}", f"paths.results_dir={tmp_path / name}",
              f"paths.cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={tmp_path / name / 'sweep'}", *launcher],
             cwd=ROOT, capture_output=True, text=True, timeout=1800)

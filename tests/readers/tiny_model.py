@@ -1,9 +1,11 @@
 """A tiny Qwen2-architecture chat model built offline, so reader tests run the real
 transformers code paths (chat template, tokenizer, generate, KV caches) with no hub.
 
-The model is trained for a few seconds on the real FactConsolidation prompt so that greedy
-decoding answers the trained questions deterministically; anything else it says is noise,
-which is fine for tests that only compare two code paths.
+The model is trained for a few seconds on the real FactConsolidation prompt (and on one raw
+completion, no chat template) so that greedy decoding answers the trained inputs
+deterministically: the build checks that every trained answer token wins by at least
+MIN_MARGIN logits, far more than any dtype or CPU kernel moves them. Anything else it says
+is noise that differs between kernels: tests compare two code paths on it, never its text.
 """
 from __future__ import annotations
 
@@ -55,6 +57,11 @@ QA = [
     ("in which city was Thomas Kyd born?", "Oxford"),
     ("who is the chief executive officer of Acme?", "John Smith"),
 ]
+# Trained raw completions (prompt text as it is, no chat template): the multi-call methods' calls.
+COMPLETIONS = [("who is the chief executive officer of Acme?", "John Smith")]
+# The smallest logit gap between a trained answer token and the runner-up the build accepts:
+# bfloat16 moves these logits by ~0.1, CPU kernels (AVX2, AVX-512, AMX) by far less.
+MIN_MARGIN = 2.0
 
 
 def chat_text(tokenizer: PreTrainedTokenizerFast, evidence: str, question: str) -> str:
@@ -91,9 +98,10 @@ def chat_tokenizer() -> PreTrainedTokenizerFast:
 def _examples(tokenizer: PreTrainedTokenizerFast) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded (input_ids, labels) with loss only on 'answer<|im_end|>'. Causal attention
     never lets a real position see the padding after it, so no attention mask is needed."""
+    pairs = [(chat_text(tokenizer, EVIDENCE, question), answer) for question, answer in QA] + COMPLETIONS
     rows = []
-    for question, answer in QA:
-        prompt_ids = tokenizer(chat_text(tokenizer, EVIDENCE, question), add_special_tokens=False)["input_ids"]
+    for prompt, answer in pairs:
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         answer_ids = tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
         rows.append((prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids))
     width = max(len(ids) for ids, _ in rows)
@@ -102,9 +110,20 @@ def _examples(tokenizer: PreTrainedTokenizerFast) -> tuple[torch.Tensor, torch.T
     return ids, labels
 
 
+def answer_margin(logits: torch.Tensor, target: torch.Tensor) -> float:
+    """The smallest gap, over every answer position, between the target token's logit and
+    the best other token's: negative where the model would decode something else."""
+    answers = target != -100
+    scores, wanted = logits[answers], target[answers]
+    right = scores.gather(1, wanted[:, None]).squeeze(1)
+    others = scores.scatter(1, wanted[:, None], float("-inf")).max(1).values
+    return float((right - others).min())
+
+
 def build_tiny_model(dest: Path, steps: int = 160, seed: int = 0) -> Path:
     """Train and save the tiny model and tokenizer into `dest` (a from_pretrained folder).
-    Raises if training did not fit every answer token, so a flaky fixture fails loudly."""
+    Raises unless every answer token wins by MIN_MARGIN logits, so a model whose trained
+    answers could depend on the CPU's kernels fails loudly here, not in the tests using it."""
     tokenizer = chat_tokenizer()
     im_end, endoftext = tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
     torch.manual_seed(seed)
@@ -129,10 +148,10 @@ def build_tiny_model(dest: Path, steps: int = 160, seed: int = 0) -> Path:
         torch.set_num_threads(threads)
     model.eval()
     with torch.no_grad():
-        predicted = model(input_ids=ids).logits[:, :-1].argmax(-1)
-    target = labels[:, 1:]
-    if not torch.equal(predicted[target != -100], target[target != -100]):
-        raise RuntimeError("tiny model did not learn its answers; raise `steps`")
+        logits = model(input_ids=ids).logits[:, :-1]
+    if (margin := answer_margin(logits, labels[:, 1:])) < MIN_MARGIN:
+        raise RuntimeError(f"tiny model learned its answers by a margin of {margin:.2f} logits only "
+                           f"(wanted {MIN_MARGIN}); raise `steps`")
     # Qwen ships sampling defaults; keeping them here checks that readers override them.
     model.generation_config = GenerationConfig(
         bos_token_id=endoftext, eos_token_id=[im_end, endoftext], pad_token_id=endoftext,
