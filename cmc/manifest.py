@@ -13,7 +13,7 @@ from cmc.errors import DataError
 from cmc.io import canonical_json, sha256_text
 from cmc.locations import DISTRIBUTION, code_version
 from cmc.readers.compute import DTYPES
-from cmc.secrets import register_env_secrets, scrub_tree
+from cmc.secrets import register_env_secrets, scrub, scrub_tree
 from cmc.targets import config_nodes
 
 PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy", "pandas", "pyarrow",
@@ -46,7 +46,8 @@ def git_state(root: Path | None, with_diff: bool = False) -> dict[str, Any]:
     state: dict[str, Any] = {"commit": commit, "dirty": bool(changed)}
     if changed and with_diff:
         diff = _git(root, "diff", "HEAD", "--no-color", "--no-ext-diff", *outside_results)
-        state |= {"diff_sha256": sha256_text(diff), "diff": diff}
+        # The hash is of the code that ran; the text kept is scrubbed (an edited config may hold a key).
+        state |= {"diff_sha256": sha256_text(diff), "diff": scrub(diff)}
     return state
 
 

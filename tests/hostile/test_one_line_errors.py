@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from cmc.errors import DataError, report_data_errors
 from harness.stages import run
 from tests.conftest import ROOT, compose_config
 from tests.hostile.conftest import left_unchanged
+from tests.hostile.servers import LocalServer
 
 
 def one_line_exit(capsys, body) -> str:
@@ -59,36 +58,16 @@ def test_a_budget_below_the_header_names_the_key(tmp_path, capsys):
     assert "read.budget_chars = 10: cannot hold the 25-character header of 'factconsolidation_6k'" in err
 
 
-class Answering:
-    """A local server that answers every request with one status (404: not an API route)."""
-
-    def __init__(self, status: int) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_POST = do_GET
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
 @pytest.mark.parametrize("server", ["refused", "404"])
 def test_an_unusable_server_is_one_line_naming_its_address(tmp_path, capsys, server):
-    answering = Answering(404) if server == "404" else None
+    answering = LocalServer(lambda *request: (404, b"")) if server == "404" else None
     url = answering.url if answering else "http://127.0.0.1:1/v1"
     try:
         err = one_line_exit(capsys, lambda: run(compose_config(*sandboxed(
             tmp_path, "stage=generate", "reader=openai", f"reader.base_url={url}", "reader.model=m"))))
     finally:
         if answering:
-            answering.httpd.shutdown()
+            answering.close()
     assert url in err and ("Connection refused" in err if server == "refused" else "HTTP 404" in err), err
 
 

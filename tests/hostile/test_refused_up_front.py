@@ -2,10 +2,7 @@
 warning, once), a synthetic dataset too large to build (refused before generating)."""
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -13,41 +10,19 @@ from cmc.errors import DataError
 from cmc.prompt import load_prompt
 from cmc.readers.openai_api import OpenAIReader
 from cmc.sources.synthetic import SyntheticDataset
-
-
-class AnswersAs:
-    """A chat-completions server that answers every request as `model`."""
-
-    def __init__(self, model: str) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.dumps({"model": model, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": "Paris"}}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+from tests.hostile.servers import LocalServer, chat_reply
 
 
 @pytest.mark.parametrize("answered, warned", [("another-model", True), ("asked-model", False)])
 def test_a_server_answering_as_another_model_is_warned_about_once(caplog, answered, warned):
-    server = AnswersAs(answered)
+    server = LocalServer(lambda *request: (200, chat_reply(answered, "Paris")))
     reader = OpenAIReader(name="r", base_url=server.url, model="asked-model", max_retries=0)
     prompt = load_prompt("memoryagentbench_factconsolidation")
     try:
         with caplog.at_level("WARNING", logger="cmc.readers.openai_api"):
             got = [reader.generate(reader.prepare(prompt, f"1. A{i} is B.", f"What is A{i}?")) for i in range(3)]
     finally:
-        server.httpd.shutdown()
+        server.close()
     assert [p.model for p in got] == [answered] * 3 and all(p.raw == "Paris" for p in got)
     notices = [r for r in caplog.records if "the server answered as" in r.getMessage()]
     assert len(notices) == (1 if warned else 0)

@@ -8,8 +8,6 @@ replaying user's key. Here the recorded address is a listener that counts every 
 """
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,44 +21,21 @@ from cmc.prompt import load_prompt
 from harness.replay import replay, replay_config
 from harness.reseal import reseal
 from tests.hostile.conftest import left_unchanged
+from tests.hostile.servers import LocalServer
 from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
 
 SECRETS = {"OPENAI_API_KEY": "sk-replay-must-not-send-1", "SOME_SECRET": "plain-secret-value-2"}
 
 
-class Listener:
-    """Counts every request that reaches it and keeps what it was sent (headers, body)."""
-
-    def __init__(self) -> None:
-        self.seen: list[str] = []
-        listener = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _record(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                listener.seen.append(f"{self.command} {self.path} {dict(self.headers)} {body!r}")
-                self.send_response(500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_POST = _record
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def leaked(self) -> list[str]:
-        return [name for name, value in SECRETS.items() if any(value in line for line in self.seen)]
-
-
 @pytest.fixture
 def listener():
-    server = Listener()
-    yield server
-    server.httpd.shutdown()
+    """Counts every request that reaches it and keeps what it was sent; answers 500."""
+    with LocalServer(lambda *request: (500, {"error": {"message": "listener"}})) as server:
+        yield server
+
+
+def leaked(server: LocalServer) -> list[str]:
+    return [name for name, value in SECRETS.items() if value in server.transcript()]
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +61,7 @@ def test_replaying_a_foreign_llm_bundle_sends_nothing_and_names_what_is_missing(
     results = tmp_path / "fresh_results"
     with left_unchanged(bundle, SOURCE), pytest.raises(DataError, match=r"journal\.jsonl: a replay never generates"):
         replay(bundle, [f"paths.results_dir={results}", f"paths.cache_dir={tmp_path / 'cache'}"])
-    assert listener.seen == [] and listener.leaked() == []
+    assert listener.seen == [] and leaked(listener) == []
 
 
 @pytest.mark.parametrize("value", ["${paths.data_dir}|${oc.env:SOME_SECRET}", "${paths.data_dir}/${oc.env:SOME_SECRET}",
@@ -145,4 +120,4 @@ def test_the_generation_service_refuses_inside_no_generation_and_names_the_journ
     assert listener.seen == []
     with pytest.raises(RuntimeError, match="HTTP 500"):  # outside the block the same service does reach out
         service.answer(request)
-    assert len(listener.seen) == 1 and "sk-replay-must-not-send-1" in " ".join(listener.seen)
+    assert len(listener.seen) == 1 and "sk-replay-must-not-send-1" in listener.transcript()

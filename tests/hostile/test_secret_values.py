@@ -3,8 +3,6 @@ a password holding '@', a token passed into the request body through the environ
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -12,52 +10,26 @@ import pytest
 from cmc.secrets import REDACTED, register_env_secrets, scrub
 from harness.stages import run
 from tests.conftest import compose_config
+from tests.hostile.servers import LocalServer
 
 KEY = "plainkey0Fa1b2c3d4"           # shaped like no known key format
 TOKEN = "body-token-7a7a7a7a"
 PASSWORD = "pa@ss:w0rd"              # an '@' inside the password
 
 
-class EchoingServer:
-    """Answers /models, then every completion with a 503 (retried) and a 400 whose bodies
-    echo the bearer key bare, as some providers do."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict) -> None:
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": "m"}]})
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                owner.calls += 1
-                bare = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-                status = 503 if owner.calls % 2 else 400
-                self._send(status, {"error": {"message": f"Invalid token provided: {bare}"}})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def server():
-    srv = EchoingServer()
-    yield srv
-    srv.httpd.shutdown()
+    """Answers /models, then every completion with a 503 (retried) and a 400 whose bodies
+    echo the bearer key bare, as some providers do."""
+    def respond(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
+        if method == "GET":
+            return 200, {"object": "list", "data": [{"id": "m"}]}
+        bare = headers.get("Authorization", "").removeprefix("Bearer ")
+        status = 503 if sum(m == "POST" for m, *_ in echo.seen) % 2 else 400
+        return status, {"error": {"message": f"Invalid token provided: {bare}"}}
+
+    with LocalServer(respond) as echo:
+        yield echo
 
 
 def files_holding(root: Path, *secrets: str) -> list[str]:
@@ -75,7 +47,7 @@ def test_no_credential_value_reaches_any_file_of_a_failed_run(tmp_path, server, 
                        "arm=cmc", "population=quick", "population.per_cell=1", "population.name=s",
                        "allow_errors=true", f"paths.results_dir={tmp_path / 'results'}",
                        f"paths.cache_dir={tmp_path / 'cache'}"))
-    assert server.calls >= 2  # the key went out, and came back in error bodies
+    assert sum(m == "POST" for m, *_ in server.seen) >= 2  # the key went out, and came back in error bodies
     bundle = tmp_path / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-s-cmc-openai"
     errors = [json.loads(line)["error"] for line in (bundle / "predictions.jsonl").read_text().splitlines()]
     assert errors and all(f"Invalid token provided: {REDACTED}" in e for e in errors), errors[:2]
