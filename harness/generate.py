@@ -27,6 +27,8 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
         raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
     manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, run.reader_pin(),
                               run.prompt_version, checkout_root())
+    if extraction := run.extraction_pin():
+        manifest["extraction"] = extraction
     path = run.work_dir / "manifest.json"
     if not path.is_file():
         atomic_write_text(path, json_text(manifest))

@@ -128,7 +128,12 @@ def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | Non
     manifest = read_manifest(bundle)
     cfg = replay_config(bundle, overrides, manifest)
     with confined(cfg):
-        return _check(Run(cfg, frozen_reader_pin=manifest["reader_pin"]), bundle, report, scores_dir)
+        run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
+        if (recorded := manifest.get("extraction")) is not None and (rebuilt := run.extraction_pin()) != recorded:
+            report.mismatches.append(f"extraction: records {recorded['records_sha256'][:12]} sealed, "
+                                     f"{(rebuilt or {}).get('records_sha256', 'none')[:12]} rebuilt from the frozen "
+                                     f"file or journal")
+        return _check(run, bundle, report, scores_dir)
 
 
 def _check(run: Run, bundle: Path, report: ReplayReport, scores_dir: str | Path | None) -> ReplayReport:

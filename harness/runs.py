@@ -62,8 +62,19 @@ class Run:
         return "" if shard is None else f".shard-{shard[0]}-of-{shard[1]}"
 
     @cached_property
+    def frontend(self) -> Any:
+        return instantiate_known(self.cfg.frontend)
+
+    @cached_property
     def memories(self) -> dict[str, Memory]:
-        return build_memories(self.dataset, instantiate_known(self.cfg.frontend))
+        return build_memories(self.dataset, self.frontend)
+
+    def extraction_pin(self) -> dict[str, str] | None:
+        """The LLM frontends' extraction pin (None for the grammar frontend, which has none)."""
+        if not hasattr(self.frontend, "content_pin"):
+            return None
+        self.memories  # noqa: B018  (prepares the frontend)
+        return self.frontend.content_pin
 
     @cached_property
     def reader(self) -> Reader:

@@ -183,7 +183,10 @@ def _check_reproduces(run: Run) -> None:
         sealed = sealed_digests(run.bundle_dir)
         fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
         changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
-    keys = config_differences(read_manifest(run.bundle_dir)["config"], experiment_config(run.cfg))
+    manifest = read_manifest(run.bundle_dir)
+    if (recorded := manifest.get("extraction")) is not None and run.extraction_pin() != recorded:
+        changed.insert(0, "extraction (records_sha256)")
+    keys = config_differences(manifest["config"], experiment_config(run.cfg))
     if keys:
         changed.insert(0, f"config ({', '.join(keys[:5])})")
     if changed:

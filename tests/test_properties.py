@@ -253,7 +253,9 @@ def streams(draw, max_records: int = 60) -> Stream:
     return build_stream(spec, draw(serial_numbers(len(spec))))
 
 
-_filler = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=8)
+# A record is one line: no character str.splitlines() breaks at (History.parse refuses them).
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_filler = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=LINE_BREAKS), max_size=8)
 
 
 @st.composite
@@ -444,7 +446,7 @@ def test_prior_read_refresh_returns_only_current_records(
 # 6. Renderer: budget, source order, whole records, newest suffix, context round trip
 # ---------------------------------------------------------------------------------------
 
-_line_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=40)
+_line_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=LINE_BREAKS), max_size=40)
 
 
 # A header that looks like a numbered record is refused by History.parse (it would swallow

@@ -118,6 +118,15 @@ class LLMFrontend:
     def frozen_path(self, corpus: History) -> Path:
         return self.frozen if self.frozen is not None else self.work_path(corpus, ".json")
 
+    @property
+    def content_pin(self) -> dict[str, str] | None:
+        """What a manifest records of the prepared extraction: who made it and the hash of its
+        records. A replay or seal check rebuilds it (from the frozen file or, without one,
+        from the journal's replies) and compares: an edited file or a forged reply differs."""
+        if self._corpus is None:
+            return None
+        return {"frontend_id": self._corpus.frontend_id, "records_sha256": records_sha256(self._corpus)}
+
     def prepare(self, histories: Sequence[History]) -> None:
         """Extract every unique statement of these histories once, or load the frozen
         extraction of exactly this set: one catalogue and one alignment for the corpus, so a
