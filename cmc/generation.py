@@ -95,7 +95,7 @@ class GenerationService:
     `journal` is the committable record of a run or of an LLM extraction (None for callers
     with nothing to resume, such as a one-off call); `also_read` are journals of the
     same run written elsewhere (its shards'), consulted but never written. `on_finished`
-    runs in the calling thread after each fresh prediction is stored (the sittings file).
+    runs in the calling thread for each fresh prediction, before it is stored (the sittings file).
     `reuse_caps` are the other generation caps whose stored answers a request may take
     (`answer_under_cap`); () sends every request not held under its own id. Without a
     terminal, progress is logged every `progress_every_s` seconds (cmc/progress.py)."""
@@ -188,12 +188,15 @@ class GenerationService:
         return {"requests_sent": self.sent, **self.reader.counters()}
 
     def _keep(self, prediction: Prediction) -> Prediction:
-        self.store.put(prediction)
-        if self.journal is not None:
-            self.journal.append([prediction])
+        """Count the generation first (the sittings file), then store and journal it: a process
+        killed in between has counted an answer it may not have kept (it is sent again, and
+        costs again), never kept an answer it did not count."""
         self.sent += 1
         if self.on_finished is not None:
             self.on_finished(prediction)
+        self.store.put(prediction)
+        if self.journal is not None:
+            self.journal.append([prediction])
         return prediction
 
     def _send(self, ordered: list[Request]) -> Iterator[Prediction]:

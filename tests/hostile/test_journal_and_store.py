@@ -117,3 +117,32 @@ def test_shard_journals_of_two_splits_are_refused(tmp_path):
                 _named(tmp_path / "w", "predictions.shard-1-of-3.jsonl", {**GOOD, "request_id": "r9"})]
     with pytest.raises(DataError, match=r"shard journals of \[2, 3\] shards"):
         agreed_answers(journals, PredictionStore(tmp_path / "store.sqlite"))
+
+
+@pytest.mark.parametrize("dies_at", ["store", "journal"])
+def test_a_process_killed_while_keeping_an_answer_never_kept_one_it_did_not_count(tmp_path, dies_at, monkeypatch):
+    """The sittings file counts a generation before the store and the journal keep it: a kill
+    in between leaves at least as many counted requests as kept answers (the issue was one
+    fewer after SIGKILLs)."""
+    from cmc.generation import GenerationService
+    from cmc.prompt import load_prompt
+    from cmc.readers.openai_api import OpenAIReader
+    from cmc.sittings import Sitting, read_sittings, total
+    from tests.hostile.servers import LocalServer, chat_reply
+
+    def killed(rows):  # stands in for SIGKILL at that point (an empty backfill is no answer)
+        if rows:
+            raise KeyboardInterrupt
+
+    with LocalServer(lambda method, *rest: (200, {"data": []} if method == "GET" else chat_reply("m", "Paris"))) as srv:
+        reader = OpenAIReader(name="r", base_url=srv.url, model="m", max_retries=0, concurrency=1)
+        store, journal = PredictionStore(tmp_path / "store.sqlite"), PredictionJournal(tmp_path / "predictions.jsonl")
+        sitting = Sitting(tmp_path / "sittings.jsonl")
+        service = GenerationService(reader, store, journal, on_finished=lambda _: sitting.finished())
+        monkeypatch.setattr(store if dies_at == "store" else journal, "put" if dies_at == "store" else "append", killed)
+        prompt = load_prompt("memoryagentbench_factconsolidation")
+        with pytest.raises(KeyboardInterrupt):
+            service.generate([reader.prepare(prompt, f"1. A{i} is B.", f"What is A{i}?") for i in range(3)])
+    kept = len(PredictionJournal(tmp_path / "predictions.jsonl").read())
+    stored = PredictionStore(tmp_path / "store.sqlite")
+    assert total(read_sittings(tmp_path / "sittings.jsonl"))["requests"] == 1 >= max(kept, len(stored))
