@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from cmc.bundle import read_manifest, verify_seal
 from cmc.errors import DataError
+from cmc.io import writable_dir
 from cmc.journal import PredictionJournal
 from harness.confine import confined
 from harness.generate import run_generate
@@ -98,7 +99,7 @@ def _reseal_in_place(bundle: Path, cfg: DictConfig, manifest: dict) -> Path:
             raise DataError(f"{run.work_dir}: a run of this bundle is under way there; finish or move it first")
         shutil.move(str(bundle), str(aside))
         try:
-            run.work_dir.mkdir(parents=True)
+            writable_dir(run.work_dir)
             seeded = seed_journal(aside, run.journal())
             sittings = run.scores_dir / "sittings.jsonl"
             if sittings.is_file():  # the seal moves the work folder's sittings to the scores: carry them on

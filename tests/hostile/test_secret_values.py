@@ -51,9 +51,14 @@ def test_no_credential_value_reaches_any_file_of_a_failed_run(tmp_path, server, 
     bundle = tmp_path / "results" / "bundles" / "adhoc" / "factconsolidation-grammar-s-cmc-openai"
     errors = [json.loads(line)["error"] for line in (bundle / "predictions.jsonl").read_text().splitlines()]
     assert errors and all(f"Invalid token provided: {REDACTED}" in e for e in errors), errors[:2]
-    assert files_holding(tmp_path, KEY, TOKEN, PASSWORD, "ss:w0rd") == []
+    tail = PASSWORD.split("@", 1)[1] + "@127.0.0.1"  # what a userinfo pattern stopping at the first @ left
+    assert files_holding(tmp_path, KEY, TOKEN, PASSWORD, tail) == []
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["config"]["reader"]["base_url"] == f"http://127.0.0.1:{server.port}/v1"
+    scores = tmp_path / "results" / "scores" / "adhoc" / bundle.name  # sealed with errors: strict JSON, nulls
+    items = [json.loads(line, parse_constant=lambda token: pytest.fail(f"{token} in items.jsonl"))
+             for line in (scores / "items.jsonl").read_text().splitlines()]
+    assert items and all(item["parsed"] is None and item["error"] for item in items)
 
 
 @pytest.mark.parametrize("url", [f"https://user:{PASSWORD}@host.example/v1", f"https://{PASSWORD}@host.example/v1",
