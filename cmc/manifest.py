@@ -22,6 +22,9 @@ PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy
 # manifest only when failures were sealed; allow_dirty: recorded as the diff itself under `git`;
 # population.shard: how a run was split up (a bundle sealed from shards equals one made in one piece);
 # reuse_answers_of_caps: where an answer may come from, not what it is (each reused one names its donor).
+# Keys naming where a run writes (a model cache, the frozen extractions): this machine's
+# business, never part of what a bundle measures (CMC_MODEL_CACHE moves the model cache).
+WRITE_LOCATIONS = ("cache_dir", "extractions_dir")
 MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty", "population.shard", "reuse_answers_of_caps")
 
 
@@ -116,7 +119,7 @@ def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: 
     if isinstance(recorded, dict) and isinstance(fresh, dict):
         return [d for k in sorted(set(recorded) | set(fresh))
                 for d in config_differences(recorded.get(k, "<absent>"), fresh.get(k, "<absent>"), f"{prefix}.{k}")]
-    if isinstance(fresh, str) and PATH_REFERENCE in fresh:
+    if isinstance(fresh, str) and PATH_REFERENCE in fresh or prefix.rsplit(".", 1)[-1] in WRITE_LOCATIONS:
         return []
     if fresh == "auto" and prefix.endswith(".dtype") and recorded in DTYPES:
         return []  # what `auto` resolved to is in the frozen reader pin, and so in every request id

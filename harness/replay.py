@@ -18,6 +18,7 @@ from cmc.errors import DataError
 from cmc.io import canonical_json, read_jsonl
 from cmc.evidence import select_all
 from cmc.generation import no_generation
+from cmc.manifest import WRITE_LOCATIONS
 from cmc.targets import check_targets, config_nodes, instantiate_known
 from cmc.vault import LabelVault
 from harness.config import compose
@@ -39,8 +40,6 @@ class ReplayReport:
         return not self.mismatches
 
 
-# Keys naming where a run writes (caches, frozen extractions): this machine's business.
-WRITE_LOCATIONS = ("cache_dir", "extractions_dir")
 # The one interpolation a recorded config keeps: a whole `${paths.NAME}` reference, then a
 # literal rest (`${paths.data_dir}/factconsolidation/...`). Anything else after it (a second
 # `${...}`, `${oc.env:...}`, `${oc.decode:...}`) would resolve on the replaying machine.

@@ -26,6 +26,18 @@ def test_the_same_run_on_two_machines_has_the_same_config(tmp_path):
     assert here == there and config_differences(here, there) == []
 
 
+def test_a_model_cache_moved_by_cmc_model_cache_is_not_a_difference(monkeypatch):
+    """Where this machine keeps converted weights (CMC_MODEL_CACHE, as .ci/run sets it) is not
+    what a bundle measures: a committed bundle's seal check must pass wherever the cache is."""
+    recorded = experiment_config(compose_config("arm=cmc"))
+    monkeypatch.setenv("CMC_MODEL_CACHE", "/elsewhere/models")
+    fresh = experiment_config(compose_config("arm=cmc"))
+    assert fresh["reader"]["model"]["cache_dir"] == "/elsewhere/models" != recorded["reader"]["model"]["cache_dir"]
+    assert config_differences(recorded, fresh) == []
+    fresh["reader"]["model"]["filename"] = "other.gguf"
+    assert config_differences(recorded, fresh) == ["reader.model.filename"]
+
+
 def test_differences_name_the_keys_and_ignore_recorded_locations():
     fresh = experiment_config(compose_config("arm=cmc"))
     legacy = experiment_config(compose_config("arm=cmc"))
