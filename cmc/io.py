@@ -46,15 +46,26 @@ def writable_dir(folder: str | os.PathLike[str]) -> Path:
 
 def canonical_json(obj: Any) -> str:
     """One byte representation per value: sorted keys, no spaces, UTF-8 kept. Strict JSON:
-    a NaN or infinity raises ValueError (strict parsers reject them; a missing value is null)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    a NaN or infinity raises DataError (strict parsers reject them; a missing value is null)."""
+    return _strict(json.dumps, obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _strict(dumps: Any, obj: Any, **options: Any) -> str:
+    try:
+        return dumps(obj, allow_nan=False, **options)
+    except ValueError as exc:  # a NaN or infinity in a config value or a row: bad input, one line
+        raise DataError(f"a value is NaN or infinite, which JSON cannot hold ({exc})") from None
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON (a missing value is null)")
 
 
 def json_text(obj: Any, indent: int = 1, sort_keys: bool = True) -> str:
     """A JSON document for people to read (manifests, summaries, timings), one value a file,
     ending in a newline. Strict like canonical_json: every file the harness writes parses
     under JSON.parse and every JSON Lines reader."""
-    return json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False) + "\n"
+    return _strict(json.dumps, obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False) + "\n"
 
 
 def without_nan(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,7 +142,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
     for number, line in enumerate(_read_text(path).split("\n"), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append(json.loads(line, parse_constant=_refuse_constant))
             except ValueError as exc:
                 raise DataError(f"{path}: line {number} is not JSON ({exc})") from exc
     return rows
@@ -140,7 +151,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
 def read_json(path: str | os.PathLike[str]) -> Any:
     """One JSON document; DataError names the file when it is missing, not UTF-8 or not JSON."""
     try:
-        return json.loads(_read_text(path))
+        return json.loads(_read_text(path), parse_constant=_refuse_constant)
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from exc
 

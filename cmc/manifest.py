@@ -25,6 +25,9 @@ PACKAGES = ("torch", "transformers", "tokenizers", "hydra-core", "numpy", "scipy
 # Keys naming where a run writes (a model cache, the frozen extractions): this machine's
 # business, never part of what a bundle measures (CMC_MODEL_CACHE moves the model cache).
 WRITE_LOCATIONS = ("cache_dir", "extractions_dir")
+# Not compared between a sealed config and a fresh one either: which variable holds your key
+# (a replayed or resealed config names none unless you do).
+MACHINE_LOCAL_KEYS = (*WRITE_LOCATIONS, "api_key_env")
 MACHINE_LOCAL = ("paths", "hydra", "stage", "allow_errors", "allow_dirty", "population.shard", "reuse_answers_of_caps")
 
 
@@ -119,7 +122,7 @@ def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: 
     if isinstance(recorded, dict) and isinstance(fresh, dict):
         return [d for k in sorted(set(recorded) | set(fresh))
                 for d in config_differences(recorded.get(k, "<absent>"), fresh.get(k, "<absent>"), f"{prefix}.{k}")]
-    if isinstance(fresh, str) and PATH_REFERENCE in fresh or prefix.rsplit(".", 1)[-1] in WRITE_LOCATIONS:
+    if isinstance(fresh, str) and PATH_REFERENCE in fresh or prefix.rsplit(".", 1)[-1] in MACHINE_LOCAL_KEYS:
         return []
     if fresh == "auto" and prefix.endswith(".dtype") and recorded in DTYPES:
         return []  # what `auto` resolved to is in the frozen reader pin, and so in every request id

@@ -93,9 +93,16 @@ def check_recorded_config(recorded: dict, where: str, overridden: set[str] | fro
             raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
                             f"a recorded config holds resolved values")
         if key.rsplit(".", 1)[-1] in WRITE_LOCATIONS and key not in model_caches | overridden and not (
-                isinstance(value, str) and WHOLE_PATH_REFERENCE.fullmatch(value)):
+                isinstance(value, str) and WHOLE_PATH_REFERENCE.fullmatch(value) and _stays_inside(value)):
             raise DataError(f"{where}: config.{key} = {value!r}: where a run writes is one of this machine's paths "
                             f"(a ${{paths.*}} reference); a bundle cannot choose it: pass {key}=<a folder of yours>")
+
+
+def _stays_inside(reference: str) -> bool:
+    """A recorded write location names a folder under one of this machine's writable paths:
+    not the data folder, and no '..' that climbs out of the one it names."""
+    root, _, rest = reference.partition("}")
+    return root != "${paths.data_dir" and ".." not in rest.replace("\\", "/").split("/")
 
 
 def model_cache_keys(recorded: dict) -> list[str]:
@@ -129,8 +136,9 @@ def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | Non
     with confined(cfg):
         run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
         if (recorded := manifest.get("extraction")) is not None and (rebuilt := run.extraction_pin()) != recorded:
-            report.mismatches.append(f"extraction: records {recorded['records_sha256'][:12]} sealed, "
-                                     f"{(rebuilt or {}).get('records_sha256', 'none')[:12]} rebuilt from the frozen "
+            sealed = recorded.get("records_sha256") if isinstance(recorded, dict) else None
+            report.mismatches.append(f"extraction: records {str(sealed)[:12]} sealed, "
+                                     f"{str((rebuilt or {}).get('records_sha256'))[:12]} rebuilt from the frozen "
                                      f"file or journal")
         return _check(run, bundle, report, scores_dir)
 

@@ -26,7 +26,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from cmc.errors import DataError
-from cmc.secrets import scrub
+from cmc.secrets import register_env_secrets, scrub
 from cmc.targets import KNOWN_TARGETS, config_nodes, known_targets
 from harness.confine import check_names
 
@@ -108,6 +108,11 @@ def register_schemas() -> None:
 def check_config(cfg: DictConfig, where: str = "config") -> None:
     """Validate every `_target_` node against its class's schema: unknown keys, values of the
     wrong type and choices outside a Literal fail here with the dotted key named."""
+    raw = {key: OmegaConf.to_container(cfg[key], resolve=False) if OmegaConf.is_config(cfg[key]) else cfg[key]
+           for key in cfg if key != "hydra"}
+    # Credentials the config reads from the environment are scrubbed from everything written
+    # from now on, before any stage builds a reader (an error body may echo them at once).
+    register_env_secrets(value for _, value in config_nodes(raw) if isinstance(value, str))
     tree = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=False) if OmegaConf.is_config(
         cfg[key]) else cfg[key] for key in cfg if key != "hydra"}  # Hydra's own node is its business
     allowed = known_targets()

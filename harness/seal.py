@@ -36,9 +36,10 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
     if run.sealed:
         check_reproduces(run)
         log.info("bundle already sealed, and its evidence and requests reproduce: %s", run.bundle_dir)
-        if run.work_dir.is_dir():  # a seal that died between the bundle's rename and the clean-up
+        if _left_by_this_seal(run):  # a seal that died between the bundle's rename and the clean-up
             with run.lock:
-                move_sittings(run)
+                if not (run.scores_dir / "sittings.jsonl").is_file():  # moved already: keep the whole file
+                    move_sittings(run)
                 shutil.rmtree(run.work_dir)
             log.info("finished the interrupted seal's clean-up: %s removed", run.work_dir)
         return run.bundle_dir
@@ -48,9 +49,26 @@ def run_seal(cfg: DictConfig, run: Run | None = None) -> Path:
         return _seal(cfg, run)
 
 
+def _left_by_this_seal(run: Run) -> bool:
+    """Whether a work folder beside a sealed bundle is the one that made it (its frozen
+    manifest is the bundle's), so removing it loses nothing; any other is left alone."""
+    frozen = run.work_dir / "manifest.json"
+    return frozen.is_file() and frozen.read_bytes() == (run.bundle_dir / "manifest.json").read_bytes()
+
+
 def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = read_json(run.work_dir / "manifest.json")
+    if (frozen := manifest.get("extraction")) is not None and run.extraction_pin() != frozen:
+        raise DataError(f"{run.work_dir / 'manifest.json'}: froze another extraction than the one this run now reads "
+                        f"(its frozen file or journal changed since); move the work folder away to start over")
     store = run.store()
+    try:
+        return _seal_from(cfg, run, manifest, store)
+    finally:
+        store.close()
+
+
+def _seal_from(cfg: DictConfig, run: Run, manifest: dict[str, Any], store: PredictionStore) -> Path:
     for prediction in agreed_answers(run.journals(), store).values():  # shards generated elsewhere fill this store
         store.put(prediction)
     if run.method is not None:

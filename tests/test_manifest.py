@@ -34,6 +34,9 @@ def test_a_model_cache_moved_by_cmc_model_cache_is_not_a_difference(monkeypatch)
     fresh = experiment_config(compose_config("arm=cmc"))
     assert fresh["reader"]["model"]["cache_dir"] == "/elsewhere/models" != recorded["reader"]["model"]["cache_dir"]
     assert config_differences(recorded, fresh) == []
+    fresh["reader"]["api_key_env"] = None  # a resealed config names no key variable of the bundle's
+    recorded["reader"]["api_key_env"] = "OPENAI_API_KEY"
+    assert config_differences(recorded, fresh) == []
     fresh["reader"]["model"]["filename"] = "other.gguf"
     assert config_differences(recorded, fresh) == ["reader.model.filename"]
 

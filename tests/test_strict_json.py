@@ -59,3 +59,26 @@ def test_missing_values_of_a_frame_become_null():
     parsed = [strict_loads(line) for line in text.splitlines()]
     assert parsed[0] == {"parsed": None, "score": None, "n": None} == parsed[2]
     assert parsed[1]["parsed"] == "x" and rows[0]["when"] is None and rows[1]["when"] is not None
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": [1, Infinity]}', '-Infinity'])
+def test_a_file_holding_nan_is_a_data_error_naming_it(tmp_path, text):
+    from cmc.errors import DataError
+    from cmc.io import read_json, read_jsonl
+
+    (tmp_path / "x.json").write_text(text)
+    (tmp_path / "x.jsonl").write_text('{"ok": 1}\n' + text + "\n")
+    with pytest.raises(DataError, match=r"x\.json: not valid JSON .*is not JSON \(a missing value is null\)"):
+        read_json(tmp_path / "x.json")
+    with pytest.raises(DataError, match=r"x\.jsonl: line 2 is not JSON"):
+        read_jsonl(tmp_path / "x.jsonl")
+
+
+def test_a_nan_in_a_config_value_is_one_line_not_a_traceback(tmp_path):
+    from cmc.errors import DataError
+    from cmc.manifest import experiment_config
+    from tests.conftest import compose_config
+
+    cfg = compose_config("reader=openai", "reader.temperature=nan", f"paths.results_dir={tmp_path}")
+    with pytest.raises(DataError, match="NaN or infinite"):
+        json_text(experiment_config(cfg))

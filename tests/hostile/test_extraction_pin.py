@@ -59,3 +59,23 @@ def test_a_consistently_forged_frozen_extraction_is_found_by_replay_and_the_seal
             run(compose_config(*overrides, "stage=seal"))
     finally:
         path.write_text(saved)
+
+
+def test_a_work_folder_whose_extraction_changed_before_the_seal_is_refused(sealed_llm_run):
+    from cmc.errors import DataError
+
+    done, overrides = sealed_llm_run
+    other = [o if not o.startswith("population.name=") else "population.name=two" for o in overrides]
+    run(compose_config(*other, "stage=prepare"))
+    run(compose_config(*other, "stage=generate"))
+    path = next((Path(done.cfg.paths.results_dir) / "extractions").rglob("corpus-*.json"))
+    saved = path.read_text()
+    data = json.loads(saved)
+    next(r for r in data["records"] if r["triples"]).update(status="unresolved", triples=[])
+    data["records_sha256"] = records_sha256(Extraction.from_json(data))
+    path.write_text(json.dumps(data) + "\n")
+    try:
+        with pytest.raises(DataError, match=r"manifest\.json: froze another extraction than the one this run now reads"):
+            run(compose_config(*other, "stage=seal"))
+    finally:
+        path.write_text(saved)

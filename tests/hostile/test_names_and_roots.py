@@ -77,3 +77,20 @@ def test_a_run_writes_only_under_its_configured_folders(tmp_path):
     assert written and all(p.is_relative_to(results / "results") or p.is_relative_to(results / "cache")
                            for p in written), written
 
+
+
+@pytest.mark.parametrize("key, value", [
+    ("arm.cache_dir", "${paths.cache_dir}/../../../../escape"),
+    ("arm.cache_dir", "${paths.cache_dir}/embeddings/../../../escape"),
+    ("arm.cache_dir", "${paths.data_dir}/embeddings"),  # the data folder is read, never written
+])
+def test_a_recorded_write_location_cannot_climb_out_or_into_the_data(tmp_path, key, value):
+    from harness.replay import replay
+    from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
+
+    def edit(manifest: dict, bundle: Path) -> None:
+        manifest["config"]["arm"]["cache_dir"] = value
+
+    bundle = _tampered_bundle(tmp_path / "in", edit)
+    with left_unchanged(tmp_path, SOURCE), pytest.raises(DataError, match=rf"config\.{key} = .*a bundle cannot choose it"):
+        replay(bundle, sandbox(tmp_path)[:2])

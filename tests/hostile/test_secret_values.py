@@ -73,3 +73,10 @@ def test_only_environment_variables_named_as_credentials_are_scrubbed_by_value(m
     register_env_secrets(["${oc.env:CMC_TEST_DB_PASSWORD}", "${oc.env:CMC_TEST_BASE_URL,http://x}"])
     assert scrub("login correct-horse-battery failed") == f"login {REDACTED} failed"
     assert scrub("http://models.internal:9000/v1 answered") == "http://models.internal:9000/v1 answered"
+
+
+def test_a_credential_read_from_the_environment_is_scrubbed_from_the_moment_the_config_is_checked(monkeypatch):
+    monkeypatch.setenv("CMC_TEST_AUTH_TOKEN", "tok-registered-at-check")
+    cfg = compose_config("reader=openai", "+reader.extra_body.auth_token=${oc.env:CMC_TEST_AUTH_TOKEN}")
+    assert cfg.reader.extra_body.auth_token == "tok-registered-at-check"  # composed, nothing built yet
+    assert scrub("HTTP 400: bad token tok-registered-at-check") == f"HTTP 400: bad token {REDACTED}"
