@@ -16,13 +16,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from cmc.errors import DataError
 from cmc.io import writes_confined_to
+from cmc.manifest import WRITE_LOCATIONS
 from cmc.targets import config_nodes
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 # The nodes whose `name` becomes part of a path: the run's parts and the LLM extractor.
 NAMED_NODES = ("dataset", "frontend", "frontend.extractor", "population", "arm", "reader", "experiment")
-# Keys that name a folder a run writes to, wherever they sit in the config.
-WRITE_KEYS = ("cache_dir", "extractions_dir")
 
 
 def check_name(key: str, name: object, where: str = "config") -> str:
@@ -48,7 +47,7 @@ def write_roots(cfg: DictConfig) -> list[str]:
     tree = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
     tree.pop("hydra", None)
     roots += [str(node[key]) for _, node in config_nodes(tree) if isinstance(node, dict)
-              for key in WRITE_KEYS if isinstance(node.get(key), str)]
+              for key in WRITE_LOCATIONS if isinstance(node.get(key), str)]
     return sorted(set(roots))
 
 

@@ -60,13 +60,13 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     before anything is composed: a bundle is someone else's data, never code to run, and
     never says where this machine writes: a model source's cache is this machine's."""
     recorded = (manifest or read_manifest(bundle))["config"]
-    check_recorded_config(recorded, f"{bundle / 'manifest.json'}", {o.split("=", 1)[0].lstrip("+~") for o in overrides})
+    check_recorded_config(recorded, f"{bundle / 'manifest.json'}", overridden_keys(overrides))
     cfg = compose(check=False)
     model_cache = OmegaConf.select(cfg, MODEL_CACHE_KEY)
     OmegaConf.set_struct(cfg, False)
     for key, node in recorded.items():
         cfg[key] = node
-    for key in model_cache_keys(recorded):
+    for key in reader_keys(recorded, ("cache_dir",)):
         OmegaConf.update(cfg, key, model_cache)
     for key in reader_keys(recorded, CREDENTIAL_SOURCES):  # the caller may name one of theirs
         OmegaConf.update(cfg, key, None)
@@ -87,7 +87,7 @@ def check_recorded_config(recorded: dict, where: str, overridden: set[str] | fro
         raise DataError(f"{where}: config.{unknown[0]} is not a recorded config group "
                         f"(a bundle records {', '.join(sorted(RECORDED_GROUPS))})")
     check_targets(recorded, where)
-    model_caches = set(model_cache_keys(recorded))
+    model_caches = set(reader_keys(recorded, ("cache_dir",)))  # a model source's cache: replaced by this machine's
     for key, value in config_nodes(recorded):
         if isinstance(value, str) and "${" in value and not WHOLE_PATH_REFERENCE.fullmatch(value):
             raise DataError(f"{where}: config.{key} = {value!r} interpolates something other than a data path; "
@@ -105,16 +105,15 @@ def _stays_inside(reference: str) -> bool:
     return root != "${paths.data_dir" and ".." not in rest.replace("\\", "/").split("/")
 
 
-def model_cache_keys(recorded: dict) -> list[str]:
-    """Dotted keys of every model source's `cache_dir` (weights converted on first use)."""
-    return [f"{key}.cache_dir" for key, node in config_nodes(recorded)
-            if isinstance(node, dict) and "cache_dir" in node and str(node.get("_target_", "")).startswith(
-                "cmc.readers.") and key]
+def overridden_keys(overrides: Sequence[str]) -> set[str]:
+    """The dotted keys a caller's overrides set (`+key=v`, `~key` included)."""
+    return {override.split("=", 1)[0].lstrip("+~") for override in overrides}
 
 
 def reader_keys(recorded: dict, names: Sequence[str]) -> list[str]:
-    """Dotted keys of the given settings (`base_url`, `api_key_env`) of every reader node in
-    a recorded config: the run's reader and any extractor inside its frontend."""
+    """Dotted keys of the given settings (`base_url`, `api_key_env`, a model source's
+    `cache_dir`) of every reader node in a recorded config: the run's reader, its model
+    source and any extractor inside its frontend."""
     return [f"{key}.{name}" for key, node in config_nodes(recorded)
             if isinstance(node, dict) and str(node.get("_target_", "")).startswith("cmc.readers.") and key
             for name in names if name in node]
@@ -135,10 +134,11 @@ def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | Non
     cfg = replay_config(bundle, overrides, manifest)
     with confined(cfg):
         run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
-        if (recorded := manifest.get("extraction")) is not None and (rebuilt := run.extraction_pin()) != recorded:
+        if run.extraction_differs(manifest):
+            recorded, rebuilt = manifest["extraction"], run.extraction_pin() or {}
             sealed = recorded.get("records_sha256") if isinstance(recorded, dict) else None
             report.mismatches.append(f"extraction: records {str(sealed)[:12]} sealed, "
-                                     f"{str((rebuilt or {}).get('records_sha256'))[:12]} rebuilt from the frozen "
+                                     f"{str(rebuilt.get('records_sha256'))[:12]} rebuilt from the frozen "
                                      f"file or journal")
         return _check(run, bundle, report, scores_dir)
 

@@ -25,7 +25,7 @@ from cmc.journal import PredictionJournal
 from harness.confine import confined
 from harness.generate import run_generate
 from harness.methods import bundle_predictions
-from harness.replay import ADDRESSES, reader_keys, replay_config
+from harness.replay import ADDRESSES, overridden_keys, reader_keys, replay_config
 from harness.runs import Run
 from harness.seal import run_seal
 from harness.stages import run_evidence, run_score
@@ -66,7 +66,7 @@ def refuse_recorded_addresses(recorded: dict, overrides: Sequence[str], where: P
     """A reseal may send the requests a bundle lacks, so every server address it uses is one
     the caller gives: the address a bundle records (possibly someone else's server) would
     receive this machine's requests and credentials."""
-    overridden = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+    overridden = overridden_keys(overrides)
     if recorded_only := [key for key in reader_keys(recorded, ADDRESSES) if key not in overridden]:
         raise DataError(f"{where}: config.{recorded_only[0]} is an address the bundle records; a reseal sends only "
                         f"where you say: pass {recorded_only[0]}=<your server>")

@@ -76,6 +76,11 @@ class Run:
         self.memories  # noqa: B018  (prepares the frontend)
         return self.frontend.content_pin
 
+    def extraction_differs(self, manifest: dict[str, Any]) -> bool:
+        """Whether a manifest froze an extraction pin other than the one this run reads now
+        (a manifest without one, made before pins or by the grammar frontend, never differs)."""
+        return manifest.get("extraction") is not None and self.extraction_pin() != manifest["extraction"]
+
     @cached_property
     def reader(self) -> Reader:
         """The configured reader, held to what this run's frozen manifest fixed (the dtype

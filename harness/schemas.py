@@ -105,16 +105,19 @@ def register_schemas() -> None:
         store.store(group=f"schema/{group}", name=target.rsplit(".", 1)[1], node=schema_for(target)[0])
 
 
+def _plain(cfg: DictConfig, resolve: bool) -> dict[str, Any]:
+    """The config as plain containers, without Hydra's own node (its business)."""
+    return {key: OmegaConf.to_container(cfg[key], resolve=resolve, throw_on_missing=False)
+            if OmegaConf.is_config(cfg[key]) else cfg[key] for key in cfg if key != "hydra"}
+
+
 def check_config(cfg: DictConfig, where: str = "config") -> None:
     """Validate every `_target_` node against its class's schema: unknown keys, values of the
     wrong type and choices outside a Literal fail here with the dotted key named."""
-    raw = {key: OmegaConf.to_container(cfg[key], resolve=False) if OmegaConf.is_config(cfg[key]) else cfg[key]
-           for key in cfg if key != "hydra"}
     # Credentials the config reads from the environment are scrubbed from everything written
     # from now on, before any stage builds a reader (an error body may echo them at once).
-    register_env_secrets(value for _, value in config_nodes(raw) if isinstance(value, str))
-    tree = {key: OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=False) if OmegaConf.is_config(
-        cfg[key]) else cfg[key] for key in cfg if key != "hydra"}  # Hydra's own node is its business
+    register_env_secrets(value for _, value in config_nodes(_plain(cfg, resolve=False)) if isinstance(value, str))
+    tree = _plain(cfg, resolve=True)
     allowed = known_targets()
     if isinstance(tree.get("read"), dict):  # the shared read contract first: the arms take their values from it
         _check_values("read", tree["read"], where)

@@ -58,7 +58,7 @@ def _left_by_this_seal(run: Run) -> bool:
 
 def _seal(cfg: DictConfig, run: Run) -> Path:
     manifest = read_json(run.work_dir / "manifest.json")
-    if (frozen := manifest.get("extraction")) is not None and run.extraction_pin() != frozen:
+    if run.extraction_differs(manifest):
         raise DataError(f"{run.work_dir / 'manifest.json'}: froze another extraction than the one this run now reads "
                         f"(its frozen file or journal changed since); move the work folder away to start over")
     store = run.store()
@@ -84,7 +84,6 @@ def _seal_from(cfg: DictConfig, run: Run, manifest: dict[str, Any], store: Predi
             manifest = {**manifest, "sealed_with_errors": failed}
         rows = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run),
                 "predictions.jsonl": [{"question_id": q.qid, **p.to_json()} for q, p in zip(run.questions, predictions)]}
-    store.close()
     bundle = write_bundle(run.bundle_dir, manifest, rows["evidence.jsonl"], rows["requests.jsonl"],
                           rows["predictions.jsonl"])
     move_sittings(run)
@@ -202,7 +201,7 @@ def _check_reproduces(run: Run) -> None:
         fresh = {"evidence.jsonl": run.packets(), "requests.jsonl": request_rows(run)}
         changed = [name for name, rows in fresh.items() if sha256_text(jsonl_text(rows)) != sealed[name]]
     manifest = read_manifest(run.bundle_dir)
-    if (recorded := manifest.get("extraction")) is not None and run.extraction_pin() != recorded:
+    if run.extraction_differs(manifest):
         changed.insert(0, "extraction (records_sha256)")
     keys = config_differences(manifest["config"], experiment_config(run.cfg))
     if keys:
