@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from arms.base import rank
 from arms.embedders import cached_vectors
+from arms.ranking import rank
 from cmc.graph import Key, Memory
 from cmc.normalize import entity_key
 

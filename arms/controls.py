@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Sequence
 
-from arms.base import RenderingArm, edge_trace
-from arms.cmc import CMCArm, GraphRead
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Memory
-from cmc.io import canonical_json
-from cmc.readers.models import ModelSource
+from cmc.read import CMCArm, GraphRead, RenderingArm, edge_trace
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS
 from cmc.traverse import traverse
+from common.configurable import configurable
+from common.io import canonical_json
+from readers.models import ModelSource
 
 
+@configurable
 class PriorReadRefresh(GraphRead):
     def __init__(self, name: str = "prior_read_refresh", **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
@@ -39,6 +40,7 @@ class PriorReadRefresh(GraphRead):
         return refreshed, {"prior_edges": edge_trace(prior), "refreshed": changed}
 
 
+@configurable
 class StaleClosure(CMCArm):
     def __init__(self, name: str = "stale_closure", **kwargs: Any) -> None:
         super().__init__(name, **kwargs)
@@ -101,6 +103,7 @@ def build_key_sizes(memory: Memory, counter: ReaderTokens | None = None) -> KeyS
     return KeySizes(edges, {e.key: i for i, e in enumerate(edges)}, sizes, tuple(sorted((s, i) for i, s in enumerate(sizes))))
 
 
+@configurable
 class DisjointRandom(RenderingArm):
     """Current keys CMC did not select, as many as CMC selected, near CMC's token count
     (the reader's tokens when `tokenizer` names its model, else whitespace tokens)."""
@@ -169,6 +172,7 @@ def match_token_total(
     return chosen
 
 
+@configurable
 class NoContext(RenderingArm):
     def __init__(self, name: str = "no_context") -> None:
         super().__init__(name, None)

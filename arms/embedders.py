@@ -11,10 +11,12 @@ from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 
-from cmc.io import canonical_json, sha256_text, writable_dir
-from cmc.readers.models import ModelSource
+from common.configurable import configurable
+from common.io import canonical_json, sha256_text, writable_dir
+from readers.models import ModelSource
 
 
+@configurable
 class FlagEmbedder:
     """`kind="m3"`: BGEM3FlagModel dense vectors (normalized CLS, `max_length` tokens);
     `kind="flag"`: FlagModel with the given pooling (mean pooling for MiniLM)."""

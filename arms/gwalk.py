@@ -23,17 +23,19 @@ import numpy as np
 
 from arms.bank import fact_bank
 from arms.embedders import cached_vectors
+from arms.multicall import Caller, MethodAnswer, prompt_hash
 from arms.released import (REL2SUBQ, STOP_BLOCK, STOP_DONE, STOP_FACT, chain_entities, drop_extra_blocks,
                            load_prompt_file)
 from cmc.cloze import OBJECT, SUBJECT
 from cmc.frontends.grammar import load_patterns
 from cmc.graph import Memory
-from cmc.methods import Caller, MethodAnswer, prompt_hash
 from cmc.records import Question
+from common.configurable import configurable
 
 RETRIEVED = "Retrieved fact:"
 
 
+@configurable
 class GWalk:
     """The G-Walk loop over the bank. Token caps are the release's generate_length: 50 for
     the breakdown and answer calls, 20 for the entity and sub-question calls."""

@@ -15,14 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 from arms.bank import DenseBankRetriever
+from arms.multicall import Caller, MethodAnswer, prompt_hash
 from arms.released import STOP_FACT, drop_extra_blocks, final_answer, load_prompt_file
 from cmc.graph import Memory
-from cmc.methods import Caller, MethodAnswer, prompt_hash
 from cmc.records import Question
+from common.configurable import configurable
 
 RETRIEVED = "Retrieved fact:"
 
 
+@configurable
 class MeLLo:
     """The MeLLo loop over the bank. `max_new_tokens` is the release's generate_length."""
 

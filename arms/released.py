@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cmc.errors import DataError
-from cmc.io import sha256_file
+from common.errors import DataError
+from common.io import sha256_file
 
 PROMPT_SHA256 = {  # data/mquake_remastered/prompts/*.txt at the release commit
     "MeLLo-prompt.txt": "1df6654d0da8e33da54b4e5ef176b52722b4c5a65c44bf5785b372826be6de2a",

@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from arms.base import RenderingArm, rank
 from arms.bm25 import BM25Okapi
 from arms.embedders import cached_vectors
-from arms.cmc import CMCArm
+from arms.ranking import rank
 from cmc.evidence import Evidence
 from cmc.graph import Edge, Memory
 from cmc.normalize import key_tokens
+from cmc.read import CMCArm, RenderingArm
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS, header_chars, record_chars
+from common.configurable import configurable
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ def build_fact_index(memory: Memory) -> FactIndex:
     return FactIndex(facts, np.array([e.pos for e in facts], dtype=np.int64), BM25Okapi(corpus))
 
 
+@configurable
 class FactBM25(RenderingArm):
     """BM25 top-k current facts for the question."""
 
@@ -59,6 +61,7 @@ class FactBM25(RenderingArm):
         return self.finish(question, memory, [e.pos for e in ranked] + list(memory.unresolved), trace)
 
 
+@configurable
 class FactBM25Matched(FactBM25):
     """Whole facts from the BM25 ranking, first-fit in rank order, packed up to the
     character size of the reference (CMC) evidence for the same question."""
@@ -83,6 +86,7 @@ class FactBM25Matched(FactBM25):
 
 
 
+@configurable
 class DenseFacts(RenderingArm):
     """Dense top-k current facts by cosine similarity of record text and question (paper
     Table 9). Fact embeddings are computed once per (embedder, fact set) and kept on disk."""

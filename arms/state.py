@@ -4,13 +4,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-from arms.base import RenderingArm, state_positions
 from cmc.evidence import Evidence
 from cmc.graph import Memory
+from cmc.read import RenderingArm, state_positions
 from cmc.records import Question
 from cmc.render import DEFAULT_BUDGET_CHARS
+from common.configurable import configurable
 
 
+@configurable
 class StateView(RenderingArm):
     """Every current edge (latest state) or every constructed prior edge (stale state:
     the whole view rolled back one version), plus unresolved records. budget_chars=None
@@ -36,6 +38,7 @@ class StateView(RenderingArm):
         return replace(view, question_id=question.qid, arm=self.name)
 
 
+@configurable
 class RawSuffix(RenderingArm):
     """The original history as written; the budget keeps its newest suffix."""
 

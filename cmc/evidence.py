@@ -8,15 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
-from cmc.errors import DataError
-from cmc.io import sha256_text
 from cmc.records import History
 from cmc.render import render
+from common.errors import DataError
+from common.io import sha256_text
 
 if TYPE_CHECKING:
     from cmc.graph import Memory
-    from cmc.records import Question
-    from cmc.sources import Dataset
+    from cmc.records import Dataset, Question
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cmc.errors import DataError
 from cmc.records import History
+from common.errors import DataError
 
 Status = Literal["facts", "unresolved", "no_fact"]
 STATUSES: tuple[str, ...] = ("facts", "unresolved", "no_fact")

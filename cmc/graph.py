@@ -16,7 +16,7 @@ from cmc.records import History
 
 if TYPE_CHECKING:
     from cmc.frontends import Frontend
-    from cmc.sources import Dataset
+    from cmc.records import Dataset
 
 Key = tuple[str, str]  # (normalized subject, relation)
 T = TypeVar("T")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Mapping
 
-from cmc.errors import DataError
+from common.errors import DataError
 
 # A serial as `line()` writes it back: ASCII digits, no leading zero. Any other spelling
 # ("007.", Arabic-Indic digits) would be re-rendered, and the reader would not see the
@@ -108,3 +108,15 @@ class Question:
     history_id: str
     hop: str  # "sh" | "mh"
     length: str  # e.g. "6k", "262k"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Histories and questions for the evidence stage; labels are kept apart (the vault)."""
+
+    name: str
+    histories: Mapping[str, History]
+    questions: tuple[Question, ...]
+
+    def questions_of(self, history_id: str) -> list[Question]:
+        return [q for q in self.questions if q.history_id == history_id]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from cmc.errors import DataError
 from cmc.records import History
+from common.errors import DataError
 
 DEFAULT_BUDGET_CHARS = 60_000
 

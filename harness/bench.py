@@ -15,13 +15,14 @@ import statistics
 import time
 from typing import Any, Callable
 
-from arms.cmc import CMCArm
 from cmc.anchor import scan_anchors
-from cmc.errors import DataError
 from cmc.graph import Memory, compile_memory
+from cmc.read import CMCArm
 from cmc.records import Question
-from cmc.targets import instantiate_known
+from common.configurable import instantiate_known
+from common.errors import DataError
 from harness.config import compose
+from harness.runs import build_frontend
 
 READ_HISTORY = "factconsolidation_262k"
 
@@ -79,7 +80,7 @@ def bench_main(args: argparse.Namespace) -> int:
     so both paths see the same machine state; their selections must agree."""
     cfg = compose(*args.override)
     dataset = instantiate_known(cfg.dataset).load()
-    frontend = instantiate_known(cfg.frontend)
+    frontend = build_frontend(cfg.frontend)
     histories = args.histories.split(",") if args.histories else list(dataset.histories)
     hid = args.read_history
     if unknown := [h for h in {*histories, hid} if h not in dataset.histories]:

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cmc.errors import DataError
-from cmc.io import atomic_write_text
-from cmc.readers.compute import auto_dtype, cpu_summary
+from common.errors import DataError
+from common.io import atomic_write_text
 from harness.config import compose
+from readers.compute import auto_dtype, cpu_summary
 
 MIN_DECODE_TOKENS = 32  # a short answer's decode time is lost in the noise of two prefills
 ENGINES = {  # name -> reader overrides (the llama.cpp reader config is <reader>_llamacpp)
@@ -82,7 +82,7 @@ def timed_generate(reader: Any, request: Any, new_tokens: int | None = None) -> 
 
 def child(engine: str, reader_name: str, extraction_tokens: int) -> dict:
     """One engine in this process: load, then each request cold, prefill then full."""
-    from cmc.targets import instantiate_known
+    from common.configurable import instantiate_known
 
     name = f"{reader_name}_llamacpp" if engine == "llamacpp" else reader_name
     overrides = [f"reader={name}", *ENGINES[engine]]
@@ -128,7 +128,7 @@ def weight_bytes(reader_name: str) -> dict[str, int]:
     bf16 2 B), or the GGUF file (llama.cpp reads its quantized blocks as they are)."""
     from safetensors import safe_open
 
-    from cmc.targets import instantiate_known
+    from common.configurable import instantiate_known
 
     source = instantiate_known(compose(f"reader={reader_name}").reader).source
     with safe_open(str(source.resolve() / "model.safetensors"), "pt") as weights:

@@ -9,7 +9,7 @@ This module only dispatches. Each job's arguments and logic live in a module nex
 code it drives (COMMANDS names it), imported only when that job is asked for, so `--help`
 and a job that reads tables never pay for torch. The dispatcher sits above the stage driver
 and the viewer (tests/test_layers.py ranks it on its own floor): the one place that may
-import both. Every job reports bad input (cmc.errors.DataError) as one line on stderr with
+import both. Every job reports bad input (common.errors.DataError) as one line on stderr with
 exit status 2 (CMC_TRACEBACK=1 shows the traceback).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from cmc.errors import DataError, report_data_errors
+from common.errors import DataError, report_data_errors
 
 
 @dataclass(frozen=True)
@@ -45,20 +45,20 @@ COMMANDS: dict[str, Command] = {
     "reseal": Command("harness.commands", "seal a bundle again under the current code from its own answers"),
     "regenerate-sample": Command("harness.regenerate", "regenerate a stratified sample of sealed requests in this "
                                                        "environment and compare the answers"),
-    "tables": Command("harness.tables", "score an experiment's sealed bundles: tables and figures"),
+    "tables": Command("harness.make_tables", "score an experiment's sealed bundles: tables and figures"),
     "report": Command("harness.commands", "write results/REPORT.md from the generated tables"),
     "synthetic-report": Command("harness.synthetic_report", "evidence recall and accuracy of the synthetic sweep"),
     "frontend-report": Command("harness.frontend_report", "frozen LLM/hybrid extractions against the grammar "
                                                           "frontend, and CMC's evidence with each"),
     "view": Command("viewer.command", "static HTML report of one sealed bundle, or two side by side"),
-    "diagnostics": Command("harness.diagnostics", "evidence size, truncation and gold presence per arm x cell"),
-    "retrieval": Command("harness.diagnostics", "recall at k of the gold string and CMC's records in the ranked arms"),
+    "diagnostics": Command("harness.diagnose", "evidence size, truncation and gold presence per arm x cell"),
+    "retrieval": Command("harness.diagnose", "recall at k of the gold string and CMC's records in the ranked arms"),
     "token-match": Command("harness.token_match", "the disjoint-random control's token matching in the reader's tokens"),
-    "screen": Command("harness.screen", "label screen of appendix B.3"),
+    "screen": Command("harness.screen_runs", "label screen of appendix B.3"),
     "bench": Command("harness.bench", "compile time per history and CMC read latency against a naive scan"),
     "bench-readers": Command("harness.bench_readers", "every CPU engine of one reader side by side"),
-    "serve": Command("cmc.readers.serve", "serve a local model over the OpenAI-compatible API"),
-    "build-memstream": Command("harness.memstream", "build MQuAKE-MemStream from a CF-3k file"),
+    "serve": Command("readers.serve", "serve a local model over the OpenAI-compatible API"),
+    "build-memstream": Command("harness.build_memstream", "build MQuAKE-MemStream from a CF-3k file"),
 }
 
 

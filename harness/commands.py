@@ -1,5 +1,5 @@
 """The bundle jobs of the command line (`cmc-harness replay | reseal | report`): thin argument
-handling over harness/replay.py, harness/reseal.py and scoring/narrative.py, so the tests
+handling over harness/replay.py, harness/reseal.py and analysis/narrative.py, so the tests
 of those modules exercise the code users run.
 
     cmc-harness replay results/bundles/table1/<run> [dataset.path=/elsewhere/cr.parquet]
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cmc.locations import paper_dir
+from common.locations import paper_dir
 
 
 def replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +40,8 @@ def reseal_arguments(parser: argparse.ArgumentParser) -> None:
 def reseal_main(args: argparse.Namespace) -> int:
     """For a bundle that no longer replays after a fix that changed what it records, not what
     its reader was asked: only requests the current code makes that the bundle lacks are sent."""
-    from cmc.bundle import verify_seal
     from harness.reseal import reseal
+    from provenance.bundle import verify_seal
 
     before = verify_seal(args.bundle)  # a SealError is a DataError: named, no traceback
     scores = reseal(args.bundle, args.overrides)
@@ -57,8 +57,8 @@ def report_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report_main(args: argparse.Namespace) -> int:
-    """Every number of the report comes from the tables (scoring/narrative.py)."""
-    from scoring.narrative import write_report
+    """Every number of the report comes from the tables (analysis/narrative.py)."""
+    from analysis.narrative import write_report
 
     print(f"wrote {write_report(args.tables, args.paper or paper_dir(), args.out)}")
     return 0

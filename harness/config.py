@@ -9,10 +9,10 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from cmc.locations import conf_dir
-from harness.schemas import check_config, register_schemas
+from common.locations import conf_dir
+from harness.schemas import check_config
 
-CONF_DIR = conf_dir()  # the checkout's conf/, or the installed wheel's cmc/conf
+CONF_DIR = conf_dir()  # the checkout's conf/, or the installed wheel's common/conf
 
 
 def _csv(items: Sequence[str]) -> str:
@@ -28,7 +28,6 @@ def _frontend_name(kind: str, extractor: str, reply_format: str) -> str:
 
 OmegaConf.register_new_resolver("csv", _csv, replace=True)
 OmegaConf.register_new_resolver("frontend_name", _frontend_name, replace=True)
-register_schemas()
 
 
 def compose(*overrides: str, return_hydra_config: bool = False, check: bool = True) -> DictConfig:

@@ -3,7 +3,7 @@
 Names become folder and file names (results/bundles/<experiment>/<dataset>-<frontend>-...,
 results/evidence/.../<arm>.jsonl, the LLM frontend's extraction folder), so each is checked
 once, when the config is checked, before any stage builds a path from it. The configured
-locations are the only folders a run writes under: `confined` hands them to cmc.io, whose
+locations are the only folders a run writes under: `confined` hands them to common.io, whose
 writers refuse anything else, whichever code path built the path.
 """
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from cmc.errors import DataError
-from cmc.io import writes_confined_to
-from cmc.manifest import WRITE_LOCATIONS
-from cmc.targets import config_nodes
+from common.configurable import config_nodes
+from common.errors import DataError
+from common.io import writes_confined_to
+from provenance.manifest import WRITE_LOCATIONS
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 # The nodes whose `name` becomes part of a path: the run's parts and the LLM extractor.

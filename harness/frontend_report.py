@@ -19,18 +19,19 @@ from typing import Any
 
 import pandas as pd
 
-from cmc.errors import DataError
+from analysis.diagnostics import gold_in_evidence
+from analysis.frontend_agreement import coverage_table, evidence_rows, frontend_row
+from analysis.tables import markdown
 from cmc.evidence import select_all
 from cmc.extraction import Extraction
 from cmc.frontends.llm import corpus_of
 from cmc.graph import build_memories
-from cmc.io import atomic_write_text
-from cmc.sources import Dataset
-from cmc.targets import instantiate_known
+from cmc.records import Dataset
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import atomic_write_text
 from harness.config import compose
-from scoring.diagnostics import gold_in_evidence
-from scoring.frontends import coverage_table, evidence_rows, frontend_row
-from scoring.tables import markdown
+from harness.runs import build_frontend
 
 
 def histories_of(statements: list[str], dataset: Dataset) -> Dataset:
@@ -73,7 +74,7 @@ def report(paths: list[Path], out: Path) -> None:
     base = compose("arm=cmc")
     adapter = instantiate_known(base.dataset)
     dataset = adapter.load()
-    grammar = instantiate_known(base.frontend)
+    grammar = build_frontend(base.frontend)
     rows, evidence = [], []
     grammar_packets: dict[str, list[dict]] = {}  # per set of histories: built once, however many files share it
     for path in paths:
@@ -89,7 +90,7 @@ def report(paths: list[Path], out: Path) -> None:
         if scope not in grammar_packets:
             grammar_packets[scope] = packets(base, sub, grammar)
             evidence.append((scope, "grammar", sub, grammar_packets[scope]))
-        evidence.append((scope, name, sub, packets(cfg, sub, instantiate_known(cfg.frontend))))
+        evidence.append((scope, name, sub, packets(cfg, sub, build_frontend(cfg.frontend))))
 
     labels = adapter.load_labels()  # every packet is built: labels may be opened now
     frames = []

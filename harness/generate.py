@@ -1,5 +1,5 @@
 """The prepare and generate stages: freeze the manifest, then hand every request to the
-generation service (cmc/generation.py), which sends only what is not stored yet."""
+generation service (generation/service.py), which sends only what is not stored yet."""
 from __future__ import annotations
 
 import logging
@@ -7,15 +7,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from cmc.bundle import read_manifest
-from cmc.errors import DataError
-from cmc.generation import GenerationService
-from cmc.io import atomic_write_text, json_text
-from cmc.manifest import build_manifest, config_differences, git_state
-from cmc.sittings import Sitting
-from harness.methods import generate_method
-from cmc.locations import checkout_root
+from common.errors import DataError
+from common.io import atomic_write_text, json_text
+from common.locations import checkout_root
+from generation.service import GenerationService
+from generation.sittings import Sitting
+from harness.method_runs import generate_method
 from harness.runs import Run
+from provenance.bundle import read_manifest
+from provenance.manifest import build_manifest, config_differences, git_state
 
 log = logging.getLogger(__name__)
 

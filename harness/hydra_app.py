@@ -2,7 +2,7 @@
 stage driver. Hydra owns the command line here (overrides, `-m` multirun, `--help`,
 `--cfg job`), so the arguments are passed through untouched rather than parsed twice.
 
-Bad input (cmc.errors.DataError: a file, field or run that cannot be used) is reported as
+Bad input (common.errors.DataError: a file, field or run that cannot be used) is reported as
 one line on stderr with exit status 2; CMC_TRACEBACK=1 shows the traceback instead. A
 credential on the command line is refused before Hydra writes anything (pass it through
 the environment: reader.base_url='${oc.env:MY_URL}').
@@ -16,13 +16,13 @@ import hydra
 from omegaconf import DictConfig
 
 import harness.config  # noqa: F401  (registers the schemas and the `csv` resolver the configs use)
-from cmc.errors import report_data_errors
-from cmc.locations import conf_dir
-from cmc.secrets import refuse_secret_overrides, scrub_log_handlers
+from common.errors import report_data_errors
+from common.locations import conf_dir
+from common.secrets import refuse_secret_overrides, scrub_log_handlers
 from harness.stages import run
 
 
-# An absolute config path: the checkout's conf/ or the installed wheel's copy (cmc/locations.py),
+# An absolute config path: the checkout's conf/ or the installed wheel's copy (common/locations.py),
 # whichever file this is imported from.
 @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
-from cmc.io import atomic_write_text
-from cmc.readers.compute import cpu_summary
+from common.configurable import instantiate_known
+from common.io import atomic_write_text
 from harness.replay import replay_config
 from harness.runs import Run
-from cmc.targets import instantiate_known
+from provenance.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from readers.compute import cpu_summary
 from scoring.metrics import parse_answer
 
 

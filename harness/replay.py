@@ -13,20 +13,21 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
-from cmc.errors import DataError
-from cmc.io import canonical_json, read_jsonl
 from cmc.evidence import select_all
-from cmc.generation import no_generation
-from cmc.manifest import WRITE_LOCATIONS
-from cmc.targets import check_targets, config_nodes, instantiate_known
-from cmc.vault import LabelVault
+from common.configurable import check_targets, config_nodes, current_names, instantiate_known
+from common.errors import DataError
+from common.io import canonical_json, read_jsonl
+from generation.service import no_generation
 from harness.config import compose
 from harness.confine import check_names, confined
-from harness.methods import predictions_by_id, rerun_over
+from harness.method_runs import predictions_by_id, rerun_over
 from harness.runs import Run
 from harness.schemas import check_config
+from provenance.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from provenance.manifest import WRITE_LOCATIONS
+from provenance.vault import LabelVault
 from scoring.metrics import score_output
+
 
 @dataclass
 class ReplayReport:
@@ -59,7 +60,7 @@ def replay_config(bundle: Path, overrides: Sequence[str] = (), manifest: dict | 
     caller's overrides (e.g. a local dataset or model path). The recorded config is checked
     before anything is composed: a bundle is someone else's data, never code to run, and
     never says where this machine writes: a model source's cache is this machine's."""
-    recorded = (manifest or read_manifest(bundle))["config"]
+    recorded = current_names((manifest or read_manifest(bundle))["config"])  # moved classes: their present names
     check_recorded_config(recorded, f"{bundle / 'manifest.json'}", overridden_keys(overrides))
     cfg = compose(check=False)
     model_cache = OmegaConf.select(cfg, MODEL_CACHE_KEY)
@@ -115,7 +116,7 @@ def reader_keys(recorded: dict, names: Sequence[str]) -> list[str]:
     `cache_dir`) of every reader node in a recorded config: the run's reader, its model
     source and any extractor inside its frontend."""
     return [f"{key}.{name}" for key, node in config_nodes(recorded)
-            if isinstance(node, dict) and str(node.get("_target_", "")).startswith("cmc.readers.") and key
+            if isinstance(node, dict) and str(node.get("_target_", "")).startswith("readers.") and key
             for name in names if name in node]
 
 

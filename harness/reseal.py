@@ -18,17 +18,17 @@ from typing import Sequence
 
 from omegaconf import DictConfig
 
-from cmc.bundle import read_manifest, verify_seal
-from cmc.errors import DataError
-from cmc.io import writable_dir
-from cmc.journal import PredictionJournal
+from common.errors import DataError
+from common.io import writable_dir
+from generation.journal import PredictionJournal
 from harness.confine import confined
 from harness.generate import run_generate
-from harness.methods import bundle_predictions
+from harness.method_runs import bundle_predictions
 from harness.replay import ADDRESSES, overridden_keys, reader_keys, replay_config
 from harness.runs import Run
 from harness.seal import run_seal
 from harness.stages import run_evidence, run_score
+from provenance.bundle import read_manifest, verify_seal
 
 log = logging.getLogger(__name__)
 

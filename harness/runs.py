@@ -9,24 +9,33 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from cmc.bundle import read_manifest
-from cmc.cache import PredictionStore
+from arms.multicall import Method
 from cmc.evidence import rebuild_text
+from cmc.frontends.llm import LLMFrontend
 from cmc.graph import Memory, build_memories
-from cmc.io import read_jsonl
-from cmc.journal import PredictionJournal
-from cmc.generation import generation_order
-from cmc.locks import RunLock
-from cmc.methods import Method
-from cmc.population import Population, shard_slice
-from cmc.prompt import Prompt, load_prompt
-from cmc.readers.base import Reader, Request
-from cmc.records import Question
-from cmc.sources import Dataset
-from cmc.targets import instantiate_known
+from cmc.records import Dataset, Question
+from common.calls import Reader, Request
+from common.configurable import instantiate_known
+from common.io import read_jsonl
+from common.prompt import Prompt, load_prompt
+from generation.extractor_calls import ExtractorCalls
+from generation.journal import PredictionJournal
+from generation.locks import RunLock
+from generation.service import generation_order
+from generation.store import PredictionStore
 from harness.confine import check_name
-from harness.evidence import evidence_is_current, evidence_path, write_run_evidence
+from harness.packets import evidence_is_current, evidence_path, write_run_evidence
+from provenance.bundle import read_manifest
+from sources.population import Population, shard_slice
 
+
+def build_frontend(node: Any, where: str = "frontend") -> Any:
+    """The configured frontend; an LLM one is handed the generation service it extracts
+    through (the same store, journal and sittings every generation uses)."""
+    frontend = instantiate_known(node, where)
+    if isinstance(frontend, LLMFrontend):
+        frontend.use_generation(ExtractorCalls)
+    return frontend
 
 
 @dataclass
@@ -63,7 +72,7 @@ class Run:
 
     @cached_property
     def frontend(self) -> Any:
-        return instantiate_known(self.cfg.frontend)
+        return build_frontend(self.cfg.frontend)
 
     @cached_property
     def memories(self) -> dict[str, Memory]:
@@ -104,7 +113,7 @@ class Run:
 
     @cached_property
     def method(self) -> Method | None:
-        """The configured view when it is a multi-call method (harness/methods.py), else
+        """The configured view when it is a multi-call method (harness/method_runs.py), else
         None: an arm, whose one request per question is built from its evidence packet."""
         view = instantiate_known(self.cfg.arm)
         return view if isinstance(view, Method) else None
@@ -129,7 +138,7 @@ class Run:
 
     @cached_property
     def lock(self) -> RunLock:
-        """Held from generation to seal: one process per run (cmc/locks.py)."""
+        """Held from generation to seal: one process per run (generation/locks.py)."""
         where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}{self.shard_suffix}.lock"
         return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}{self.shard_suffix}")
 

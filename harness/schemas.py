@@ -1,12 +1,11 @@
 """Structured configs: one dataclass per configurable class, made from its constructor.
 
-Each class a config may name (cmc.targets.KNOWN_TARGETS) gets a dataclass whose fields are
-the constructor's parameters with their annotations and defaults; `Literal` choices become
+Each class a config may name (a `@configurable` class, common/configurable.py) gets a dataclass
+whose fields are the constructor's parameters with their annotations and defaults; `Literal` choices become
 an Enum, so `arm.empty_fallback=latst_state` fails like `arm.max_hops=1.5` and
 `+arm.max_hopz=3`: at compose time, naming the key, before any stage runs. Deriving the
 schemas from the signatures keeps one source of truth (a hand-written copy per class would
-drift from the code it describes). They are registered in Hydra's ConfigStore under
-`schema/<group>/<Class>`, and `check_config` validates every `_target_` node of a composed
+drift from the code it describes). `check_config` validates every `_target_` node of a composed
 config against its class's schema without changing the config (a merged schema would add
 every default to the manifest, and the committed bundles' configs must stay as they are).
 """
@@ -21,13 +20,12 @@ import typing
 from functools import lru_cache
 from typing import Any, Callable, Literal, Optional, Union
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from cmc.errors import DataError
-from cmc.secrets import register_env_secrets, scrub
-from cmc.targets import KNOWN_TARGETS, config_nodes, known_targets
+from common.configurable import config_nodes, current_name, is_configurable
+from common.errors import DataError
+from common.secrets import register_env_secrets, scrub
 from harness.confine import check_names
 
 _PLAIN = (int, float, str, bool)
@@ -78,7 +76,7 @@ def _parameters(cls: type) -> tuple[list[tuple[inspect.Parameter, Any]], bool]:
 @lru_cache(maxsize=None)
 def schema_for(target: str) -> tuple[type, bool]:
     """The dataclass for a listed class, and whether the class takes extra keyword arguments."""
-    if target not in known_targets():
+    if not is_configurable(target):
         raise DataError(f"{target}: not one of this project's classes")
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
@@ -97,14 +95,6 @@ def schema_for(target: str) -> tuple[type, bool]:
     return dataclasses.make_dataclass(f"{name}Schema", fields), open_ended
 
 
-def register_schemas() -> None:
-    """Every schema in Hydra's ConfigStore, grouped by the package of its class."""
-    store = ConfigStore.instance()
-    for target in sorted(KNOWN_TARGETS):
-        group = target.split(".")[-2]
-        store.store(group=f"schema/{group}", name=target.rsplit(".", 1)[1], node=schema_for(target)[0])
-
-
 def _plain(cfg: DictConfig, resolve: bool) -> dict[str, Any]:
     """The config as plain containers, without Hydra's own node (its business)."""
     return {key: OmegaConf.to_container(cfg[key], resolve=resolve, throw_on_missing=False)
@@ -118,11 +108,10 @@ def check_config(cfg: DictConfig, where: str = "config") -> None:
     # from now on, before any stage builds a reader (an error body may echo them at once).
     register_env_secrets(value for _, value in config_nodes(_plain(cfg, resolve=False)) if isinstance(value, str))
     tree = _plain(cfg, resolve=True)
-    allowed = known_targets()
     if isinstance(tree.get("read"), dict):  # the shared read contract first: the arms take their values from it
         _check_values("read", tree["read"], where)
     for key, node in config_nodes(tree):
-        if isinstance(node, dict) and node.get("_target_") in allowed:
+        if isinstance(node, dict) and is_configurable(current_name(node.get("_target_"))):
             _check_node(key, node, where)
             _check_values(key, node, where)
     check_names(cfg, where)
@@ -157,7 +146,7 @@ def _check_values(key: str, node: dict[str, Any], where: str) -> None:
 
 
 def _check_node(key: str, node: dict[str, Any], where: str) -> None:
-    schema, open_ended = schema_for(node["_target_"])
+    schema, open_ended = schema_for(current_name(node["_target_"]))
     known = {f.name for f in dataclasses.fields(schema)}
     unknown = sorted(set(node) - known)
     if unknown and not open_ended:

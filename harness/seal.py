@@ -11,18 +11,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from cmc.bundle import SealError, read_manifest, sealed_digests, write_bundle
-from cmc.cache import PredictionStore
-from cmc.generation import no_generation
-from cmc.errors import DataError
-from cmc.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
-from cmc.journal import PredictionJournal
-from cmc.manifest import config_differences, experiment_config
-from cmc.readers.base import Prediction
-from cmc.sittings import read_sittings, total
-from harness.evidence import write_run_evidence
-from harness.methods import bundle_predictions, bundle_rows, rerun_over, run_method, stored_answers
+from common.calls import Prediction
+from common.errors import DataError
+from common.io import atomic_write_text, canonical_json, jsonl_text, read_json, sha256_text
+from generation.journal import PredictionJournal
+from generation.service import no_generation
+from generation.sittings import read_sittings, total
+from generation.store import PredictionStore
+from harness.method_runs import bundle_predictions, bundle_rows, rerun_over, run_method, stored_answers
+from harness.packets import write_run_evidence
 from harness.runs import Run
+from provenance.bundle import SealError, read_manifest, sealed_digests, write_bundle
+from provenance.manifest import config_differences, experiment_config
 
 log = logging.getLogger(__name__)
 

@@ -17,17 +17,17 @@ from typing import Callable
 
 from omegaconf import DictConfig
 
-from cmc.bundle import SealError
-from cmc.errors import DataError
-from cmc.io import atomic_write_text, json_text
-from cmc.vault import LabelVault
+from analysis.bundle_scores import score_bundle
+from common.errors import DataError
+from common.io import atomic_write_text, json_text
 from harness.confine import confined
-from harness.evidence import write_run_evidence
 from harness.generate import run_generate, run_prepare
+from harness.packets import write_run_evidence
 from harness.runs import Run
 from harness.schemas import check_config
 from harness.seal import method_trace_changes, run_seal
-from scoring.report import score_bundle
+from provenance.bundle import SealError
+from provenance.vault import LabelVault
 
 log = logging.getLogger(__name__)
 

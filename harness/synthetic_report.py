@@ -16,15 +16,15 @@ from typing import Sequence
 
 import pandas as pd
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, run_slice
-from cmc.errors import DataError
-from cmc.io import atomic_write_text
-from cmc.targets import instantiate_known
-from cmc.vault import LabelVault
+from analysis.figures import sweep_figure
+from analysis.tables import experiment_items
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import atomic_write_text
 from harness.config import compose
-from scoring.figures import sweep_figure
+from provenance.bundle import read_bundle_jsonl, read_manifest, run_slice
+from provenance.vault import LabelVault
 from scoring.recall import cell_parts, evidence_recall, pooled, sweep_table
-from scoring.tables import experiment_items
 
 
 def scored_items(experiment: str, reader: str | None, bundles_dir: Path, overrides: Sequence[str] = ()

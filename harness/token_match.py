@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from cmc.errors import DataError
+from analysis.tables import length_order, markdown
 from cmc.evidence import rebuild_text
-from cmc.io import atomic_write_text
-from cmc.targets import instantiate_known
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import atomic_write_text
 from harness.config import compose
 from harness.runs import Run
-from scoring.tables import length_order, markdown
 
 
 def deltas(overrides: list[str]) -> tuple[pd.DataFrame, str, str]:

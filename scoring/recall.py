@@ -1,7 +1,7 @@
 """Evidence recall: the share of a question's ground-truth evidence serials that an arm's
 packet put in front of the reader.
 
-A generated dataset (cmc/sources/synthetic.py) knows, per question, the records a perfect
+A generated dataset (sources/synthetic.py) knows, per question, the records a perfect
 reader needs: the current record of every hop of its chain. Recall against that set says
 whether an arm *could* have been right, apart from what the reader then did with it; the
 evidence sets are labels, so they come through LabelVault.open like the gold answers.

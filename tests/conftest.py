@@ -56,7 +56,8 @@ def dataset(cfg):
 
 @pytest.fixture(scope="session")
 def frontend(cfg):
-    return instantiate(cfg.frontend)
+    from harness.runs import build_frontend
+    return build_frontend(cfg.frontend)
 
 
 @pytest.fixture(scope="session")

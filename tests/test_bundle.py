@@ -5,12 +5,12 @@ import threading
 
 import pytest
 
-from cmc.bundle import SealError, verify_seal, write_bundle
-from cmc.errors import DataError
-from cmc.cache import PredictionStore
-from cmc.io import canonical_json, sha256_text
-from cmc.readers.base import Prediction
-from cmc.vault import LabelVault
+from common.calls import Prediction
+from common.errors import DataError
+from common.io import canonical_json, sha256_text
+from generation.store import PredictionStore
+from provenance.bundle import SealError, verify_seal, write_bundle
+from provenance.vault import LabelVault
 
 LABELS = {"q1": ("Paris",), "q2": ("Lima",)}
 

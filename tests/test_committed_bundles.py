@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cmc.bundle import verify_seal
+from provenance.bundle import verify_seal
 from tests.conftest import ROOT
 
 BUNDLES = sorted(p.parent for p in (ROOT / "results" / "bundles").glob("*/*/SEAL"))

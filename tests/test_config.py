@@ -4,13 +4,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness.config import compose
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from hydra.utils import instantiate
-from cmc.errors import DataError
 
-from harness.evidence import evidence_is_current, write_evidence
-
+from common.errors import DataError
+from harness.config import compose
+from harness.packets import evidence_is_current, write_evidence
 from harness.stages import run
 from tests.conftest import ROOT, compose_config
 

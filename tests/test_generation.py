@@ -10,15 +10,15 @@ import threading
 
 import pytest
 
-from cmc.cache import PredictionStore
-from cmc.generation import GenerationService, answer_under_cap, capped, generation_order
-from cmc.journal import PredictionJournal
-from cmc.prompt import load_prompt
-from cmc.readers.base import Prediction, Reader
-from cmc.readers.hf import HFReader
-from cmc.readers.llamacpp import LlamaCppReader
-from cmc.readers.models import HubModel
-from cmc.readers.openai_api import OpenAIReader
+from common.calls import Prediction, Reader
+from common.prompt import load_prompt
+from generation.journal import PredictionJournal
+from generation.service import GenerationService, answer_under_cap, capped, generation_order
+from generation.store import PredictionStore
+from readers.hf import HFReader
+from readers.llamacpp import LlamaCppReader
+from readers.models import HubModel
+from readers.openai_api import OpenAIReader
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
 
 
@@ -154,7 +154,7 @@ def test_an_api_or_sampled_answer_is_never_reused_under_another_cap(reader, requ
 
 def test_without_a_terminal_the_service_logs_its_progress(tmp_path, reader, requests, caplog):
     service = GenerationService(reader, PredictionStore(tmp_path / "p.sqlite"), label="view", progress_every_s=0)
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+    with caplog.at_level(logging.INFO, logger="common.progress"):
         service.generate(requests)
     lines = [m for m in caplog.messages if m.startswith("view: ") and " sent (" in m]
     assert [line.split(" sent")[0] for line in lines] == [f"view: {k} of {len(requests)}" for k in range(1, len(requests))]

@@ -2,9 +2,9 @@
 Christian Abbiati's sport's origin needs a next hop the question never names."""
 import pytest
 
-from arms.cmc import CMCArm
 from arms.controls import PriorReadRefresh, StaleClosure
 from arms.retrieval import FactBM25
+from cmc.read import CMCArm
 
 QID = "factconsolidation_mh_262k_no0"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cmc.io import atomic_write_text, read_jsonl, write_jsonl
+from common.io import atomic_write_text, read_jsonl, write_jsonl
 
 
 def _mode(path: Path) -> int:

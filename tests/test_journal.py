@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.journal import PredictionJournal
-from cmc.readers.base import Prediction
+from common.calls import Prediction
+from common.errors import DataError
+from generation.journal import PredictionJournal
 
 
 def ok(i: int) -> Prediction:

@@ -1,21 +1,29 @@
-"""Floors: every import points down. The method (`cmc`) imports neither the evidence views
-(`arms`), `scoring` nor the stage driver (`harness`); `arms` and `scoring` import only the
-method; the driver and the run viewer (`viewer`, which reads bundles and never runs an arm
-or a reader) sit above them and not on each other; the command line's dispatcher
-(`harness.cli`) sits on top, the one module that may import both, and nothing imports it. Inside the method, a dataset adapter
-does not import a frontend and a reader imports neither. Lazy (function-level) and type-only imports
-count: they are dependencies all the same."""
+"""Floors: every import points down (docs/architecture.md draws them).
+
+0 `common`: errors, strict JSON, locations, secrets, prompts, the reader-call contract, the
+  configurable-class registry: what every floor shares.
+1 the method `cmc` (records to CMC's read), the reader engines `readers`, the generation
+  service `generation` (store, journal, sittings, locks) and pure statistics `scoring`:
+  side by side, none imports another, so the method imports no engine, store or provenance.
+2 `provenance` (bundle, manifest, vault) and the data `sources`, over the method and engines.
+3 the evidence views and baselines `arms`, and `analysis` (tables, reports from bundles).
+4 the stage driver `harness` and the run viewer `viewer`, not on each other.
+5 the command line's dispatcher `harness.cli`, the one module that may import both; nothing
+  imports it.
+A data source does not import a frontend, and the viewer neither an arm nor an engine. Lazy
+(function-level) and type-only imports count: they are dependencies all the same."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("cmc", "arms", "scoring", "harness", "viewer")
-RANK = {"cmc": 0, "arms": 1, "scoring": 1, "harness": 2, "viewer": 2, "harness.cli": 3}
+RANK = {"common": 0, "cmc": 1, "readers": 1, "generation": 1, "scoring": 1, "provenance": 2, "sources": 2,
+        "arms": 3, "analysis": 3, "harness": 4, "viewer": 4, "harness.cli": 5}
+PACKAGES = tuple(name for name in RANK if "." not in name)
 # (importing module prefix, imported module prefix) pairs forbidden although the floors allow them
-FORBIDDEN_WITHIN = (("cmc.sources", "cmc.frontends"), ("cmc.readers", "cmc.frontends"), ("cmc.readers", "cmc.sources"),
-                    ("cmc.readers", "cmc.graph"), ("viewer", "arms"), ("viewer", "cmc.readers"))
+FORBIDDEN_WITHIN = (("sources", "cmc.frontends"), ("viewer", "arms"), ("viewer", "readers"))
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -72,11 +80,13 @@ def test_every_import_points_down():
 
 def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
     files = {
+        "common/__init__.py": "", "common/io.py": "from cmc.records import Record\n",
         "cmc/__init__.py": "", "cmc/core.py": "def f():\n    from harness.stages import run\n",
-        "cmc/sources/__init__.py": "from cmc.frontends.grammar import GrammarFrontend\n",
-        "arms/__init__.py": "", "arms/x.py": "import scoring.metrics\nfrom cmc.graph import Memory\n",
-        "scoring/__init__.py": "", "scoring/y.py": "from . import metrics\n",
-        "harness/__init__.py": "", "harness/z.py": "from arms.x import y\nfrom scoring import metrics\n",
+        "cmc/read.py": "from generation.store import PredictionStore\nfrom common.io import x\n",
+        "sources/__init__.py": "from cmc.frontends.grammar import GrammarFrontend\n",
+        "arms/__init__.py": "", "arms/x.py": "import analysis.tables\nfrom cmc.graph import Memory\n",
+        "analysis/__init__.py": "", "analysis/y.py": "from . import tables\nfrom provenance import bundle\n",
+        "harness/__init__.py": "", "harness/z.py": "from arms.x import y\nfrom analysis import tables\n",
         "harness/w.py": "import harness.cli\n", "harness/cli.py": "from viewer.load import x\nfrom harness.z import y\n",
         "viewer/__init__.py": "", "viewer/v.py": "from harness.cli import main\n",
     }
@@ -84,9 +94,11 @@ def test_the_walk_finds_upward_sideways_and_lazy_imports(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert violations(tmp_path) == [
+        "common/io.py:1: common.io imports cmc.records",
         "cmc/core.py:2: cmc.core imports harness.stages",
-        "cmc/sources/__init__.py:1: cmc.sources imports cmc.frontends.grammar",
-        "arms/x.py:1: arms.x imports scoring.metrics",
+        "cmc/read.py:1: cmc.read imports generation.store",
+        "sources/__init__.py:1: sources imports cmc.frontends.grammar",
+        "arms/x.py:1: arms.x imports analysis.tables",
         "harness/w.py:1: harness.w imports harness.cli",
         "viewer/v.py:1: viewer.v imports harness.cli",
     ]
@@ -105,3 +117,17 @@ def test_modules_and_functions_stay_small():
                     too_big.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} is "
                                    f"{node.end_lineno - node.lineno + 1} lines")
     assert too_big == []
+
+
+def test_the_architecture_page_draws_these_floors_and_maps_every_module():
+    """docs/architecture.md's picture has the floors RANK has, and its map names every module."""
+    lines = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
+    drawn = {}
+    for line in lines:
+        if match := re.match(r"floor (\d)  (.+?)   ", line):
+            drawn |= {name.strip(): int(match[1]) for name in match[2].split("·")}
+    assert drawn == RANK
+    modules = {str(p.relative_to(ROOT)) for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+    mapped = {match[1] for line in lines if (match := re.match(r"- `([\w/]+\.py)`: ", line))}
+    assert mapped <= modules, mapped - modules
+    assert all(path.endswith("__init__.py") for path in modules - mapped), modules - mapped

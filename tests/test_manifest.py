@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.manifest import config_differences, experiment_config, frozen_git_state, git_state
+from common.errors import DataError
+from provenance.manifest import config_differences, experiment_config, frozen_git_state, git_state
 from tests.conftest import compose_config
 
 

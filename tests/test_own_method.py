@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cmc.bundle import verify_seal
-from cmc.targets import EXTRA_TARGETS_ENV, UnknownTargetError
+from common.configurable import EXTRA_TARGETS_ENV, UnknownTargetError
 from harness.replay import replay
+from provenance.bundle import verify_seal
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

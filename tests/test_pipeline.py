@@ -17,22 +17,22 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from cmc.bundle import SealError, read_bundle_jsonl, verify_seal
-from cmc.errors import DataError
+from analysis.diagnostics import gold_in_text
 from cmc.evidence import rebuild_text
-from harness.replay import replay
-from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel
-from cmc.readers.serve import ReaderBackend
-from tests.readers.faulty_server import FaultyServer
-from cmc.generation import generation_order
-from harness.evidence import evidence_path
+from common.errors import DataError
+from generation.service import generation_order
+from generation.sittings import read_sittings
 from harness.generate import run_generate, run_prepare
+from harness.packets import evidence_path
+from harness.replay import replay
 from harness.runs import Run
 from harness.stages import run
-from cmc.sittings import read_sittings
-from scoring.diagnostics import gold_in_text
+from provenance.bundle import SealError, read_bundle_jsonl, verify_seal
+from readers.hf import HFReader
+from readers.models import HubModel
+from readers.serve import ReaderBackend
 from tests.conftest import ROOT, compose_config
+from tests.readers.faulty_server import FaultyServer
 
 pytestmark = pytest.mark.slow
 
@@ -149,7 +149,7 @@ def rerun(cfg, caplog) -> str:
     """The run again, in this process (as `run.py` runs it, without a second import of
     torch and transformers); returns what it logged about generation."""
     caplog.clear()
-    with caplog.at_level("INFO", logger="cmc.generation"):
+    with caplog.at_level("INFO", logger="generation.service"):
         run(cfg)
     return caplog.text
 
@@ -383,8 +383,8 @@ def test_reseal_keeps_the_old_bundle_when_the_store_disagrees_or_a_stage_fails(f
     """A store that already holds another answer for one of the bundle's requests must not
     slip it into the re-sealed bundle; a stage that fails puts the old bundle back too."""
     import harness.reseal as module
-    from cmc.cache import PredictionStore
-    from cmc.readers.base import Prediction
+    from common.calls import Prediction
+    from generation.store import PredictionStore
 
     tmp, bundle, _ = finished
     shutil.copytree(tmp / "results", tmp_path / "results")

@@ -1,7 +1,7 @@
 import pytest
 
-from cmc.errors import DataError
-from cmc.population import Population
+from common.errors import DataError
+from sources.population import Population
 
 
 def test_quick_population_is_4_sh_and_4_mh_of_the_6k_history_in_released_order(dataset):

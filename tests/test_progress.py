@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from cmc.progress import Progress
+from common.progress import Progress
 
 
 class FakeClock:
@@ -21,7 +21,7 @@ def test_a_line_every_interval_with_rate_and_time_left(caplog):
     clock = FakeClock()
     progress = Progress("view", 100, every_s=300, clock=clock)
     assert progress.bar.disable  # pytest captures stdout: not a terminal
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+    with caplog.at_level(logging.INFO, logger="common.progress"):
         for _ in range(30):  # 30 requests in 2 minutes: no line yet
             clock.now += 4
             progress.update()
@@ -38,7 +38,7 @@ def test_a_line_every_interval_with_rate_and_time_left(caplog):
 def test_the_last_request_is_not_reported_as_progress(caplog):
     clock = FakeClock()
     progress = Progress("view", 2, every_s=0, clock=clock)
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+    with caplog.at_level(logging.INFO, logger="common.progress"):
         clock.now += 1
         progress.update()
         clock.now += 1
@@ -64,7 +64,7 @@ def test_each_line_reports_the_count_and_the_rate_of_work_done_since_the_previou
                                                                                        expected):
     clock = FakeClock()
     progress = Progress(label, 1000, every_s=60, clock=clock)
-    with caplog.at_level(logging.INFO, logger="cmc.progress"):
+    with caplog.at_level(logging.INFO, logger="common.progress"):
         for advance, done, replayed in steps:
             clock.now += advance
             progress.set(done, replayed=replayed)

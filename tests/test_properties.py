@@ -20,16 +20,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arms.cmc import CMCArm
 from arms.controls import DisjointRandom, PriorReadRefresh, StaleClosure
 from arms.retrieval import FactBM25, FactBM25Matched
 from cmc.anchor import AnchorIndex
 from cmc.frontends.grammar import GrammarFrontend, load_patterns
 from cmc.graph import compile_memory
-from cmc.io import canonical_json
 from cmc.normalize import entity_key
+from cmc.read import CMCArm
 from cmc.records import History, Question, Record
 from cmc.render import header_chars, record_chars, render
+from common.io import canonical_json
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CMC_DATA_DIR", REPO.parent / "shared" / "data"))

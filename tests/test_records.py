@@ -1,8 +1,8 @@
 import pytest
 
-from cmc.errors import DataError
 from cmc.records import History, Record
 from cmc.render import render
+from common.errors import DataError
 
 
 def test_parse_keeps_header_serials_and_text():

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cmc.errors import DataError
-from cmc.population import Population, parse_shard, shard_slice
+from common.errors import DataError
 from harness.stages import run
+from sources.population import Population, parse_shard, shard_slice
 from tests.conftest import ROOT, compose_config
 
 TINY = ["reader=local", "reader.dtype=float32", "population=quick", "population.name=s8", "population.per_cell=2",

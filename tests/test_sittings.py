@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.sittings import Sitting, read_sittings, total
+from common.errors import DataError
+from generation.sittings import Sitting, read_sittings, total
 
 
 def test_each_process_adds_its_own_line_and_keeps_the_earlier_ones(tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cmc.io import canonical_json, json_text, jsonl_text, without_nan
+from common.io import canonical_json, json_text, jsonl_text, without_nan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,8 +63,8 @@ def test_missing_values_of_a_frame_become_null():
 
 @pytest.mark.parametrize("text", ['{"a": NaN}', '{"a": [1, Infinity]}', '-Infinity'])
 def test_a_file_holding_nan_is_a_data_error_naming_it(tmp_path, text):
-    from cmc.errors import DataError
-    from cmc.io import read_json, read_jsonl
+    from common.errors import DataError
+    from common.io import read_json, read_jsonl
 
     (tmp_path / "x.json").write_text(text)
     (tmp_path / "x.jsonl").write_text('{"ok": 1}\n' + text + "\n")
@@ -75,8 +75,8 @@ def test_a_file_holding_nan_is_a_data_error_naming_it(tmp_path, text):
 
 
 def test_a_nan_in_a_config_value_is_one_line_not_a_traceback(tmp_path):
-    from cmc.errors import DataError
-    from cmc.manifest import experiment_config
+    from common.errors import DataError
+    from provenance.manifest import experiment_config
     from tests.conftest import compose_config
 
     cfg = compose_config("reader=openai", "reader.temperature=nan", f"paths.results_dir={tmp_path}")

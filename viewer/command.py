@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from cmc.errors import DataError
+from common.errors import DataError
 from viewer.load import load_bundles
 from viewer.write import write_report
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from cmc.bundle import SealError, read_bundle_jsonl, read_manifest, verify_seal
-from cmc.errors import DataError
 from cmc.graph import Memory, compile_memory
-from cmc.io import canonical_json
-from cmc.sources import Dataset
-from cmc.targets import config_nodes, instantiate_known
-from cmc.vault import LabelVault
+from cmc.records import Dataset
+from common.configurable import config_nodes, current_name, instantiate_known
+from common.errors import DataError
+from common.io import canonical_json
+from provenance.bundle import SealError, read_bundle_jsonl, read_manifest, verify_seal
+from provenance.vault import LabelVault
 
 DATA_REF = "${paths.data_dir}"
 GRAMMAR = "cmc.frontends.grammar.GrammarFrontend"
@@ -71,7 +71,7 @@ class ViewedBundle:
         """The compiled memory of one history, for views whose trace names values by record
         (stale values, refreshed keys). Only the grammar frontend is recompiled here: it is
         deterministic and cheap; an LLM frontend would need a reader."""
-        if self.frontend_node is None or self.frontend_node.get("_target_") != GRAMMAR:
+        if self.frontend_node is None or current_name(self.frontend_node.get("_target_")) != GRAMMAR:
             return None
         if history_id not in self._memories:
             frontend = instantiate_known(self.frontend_node, f"{self.name}/manifest.json: config.frontend")

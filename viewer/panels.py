@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from cmc.errors import DataError
+from analysis.retrieval_curves import first_gold_rank, ranking, selected_records
 from cmc.evidence import rebuild_text
 from cmc.graph import Memory
 from cmc.records import Question
+from common.errors import DataError
 from scoring.metrics import parse_answer, score_output
-from scoring.retrieval import first_gold_rank, ranking, selected_records
-from viewer.graph import Alternate, parse_edges, traversal_graph
 from viewer.highlight import segments
 from viewer.load import ViewedBundle
+from viewer.traversal_svg import Alternate, parse_edges, traversal_graph
 
 OPEN_RECORDS = 60  # evidence lists longer than this start folded
 

@@ -12,13 +12,13 @@ from typing import Any, Sequence
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from scipy.stats import norm
 
-from cmc.errors import DataError
-from cmc.io import atomic_write_text
-from scoring.tables import length_order
+from analysis.tables import length_order
+from common.errors import DataError
+from common.io import atomic_write_text
 from viewer.charts import recall_chart
+from viewer.index_page import check_same_questions, index_rows, items, page_names, paired, retrieval, summary
 from viewer.load import ViewedBundle
 from viewer.panels import panel
-from viewer.report import check_same_questions, index_rows, items, page_names, paired, retrieval, summary
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MARKER = ".cmc-view"  # a folder holding this was written by the viewer and may be replaced

@@ -1,10 +1,12 @@
 """Source frontends: turn a History into a validated Extraction before any question."""
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Protocol, Sequence
 
 from cmc.extraction import Extraction
 from cmc.records import History
+from common.calls import Reader, Request
 
 
 class Frontend(Protocol):
@@ -19,3 +21,18 @@ class Frontend(Protocol):
         statement once (the LLM frontend) extracts here; a pattern frontend has nothing to do."""
 
     def extract(self, history: History) -> Extraction: ...
+
+
+class ExtractorCalls(Protocol):
+    """What extraction asks of the generation service it is handed (generation/extractor_calls.py):
+    an answer per request, the cost of those used, how many were sent by this process."""
+
+    sent: int
+
+    def answer(self, request: Request, where: str, purpose: str) -> Any: ...
+
+    def cost(self) -> dict[str, Any]: ...
+
+
+# Opens the calls of one corpus: (extractor, store, journal, sittings, name) -> a context manager.
+OpenCalls = Callable[[Reader, Path, Path, Path, str], ContextManager[ExtractorCalls]]

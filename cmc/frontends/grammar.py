@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Sequence
 
 from cmc.cloze import OBJECT, SUBJECT, relation_name
-from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, Triple, validate
 from cmc.records import History
+from common.configurable import configurable
+from common.errors import DataError
+
 
 @dataclass(frozen=True)
 class Pattern:
@@ -70,6 +72,7 @@ class _Matcher:
         return self.regex.match(text)
 
 
+@configurable
 class GrammarFrontend:
     """Deterministic pattern parser; a line no pattern matches is kept as unresolved."""
 

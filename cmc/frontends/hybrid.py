@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-
 from cmc.extraction import Extraction, RecordExtraction
+from cmc.frontends import ExtractorCalls
 from cmc.frontends.llm import LLMFrontend, learn
-from cmc.frontends.llm_calls import ExtractorCalls
 from cmc.frontends.rules import RULES_VERSION, Rule, RuleBook
-from cmc.progress import Progress
 from cmc.records import History, Record
+from common.configurable import configurable
+from common.progress import Progress
 
 
 def review_problem(readings: Counter[str | None]) -> str:
@@ -55,6 +55,7 @@ def dissenters(evidence: dict[int, str | None]) -> list[int]:
     return sorted(pos for pos, reading in evidence.items() if reading != top)
 
 
+@configurable
 class HybridFrontend(LLMFrontend):
     """Direct extraction plus induced literal rules. `min_support` is how many agreeing
     direct extractions keep a rule (one example cannot show that a form is consistent);
@@ -90,7 +91,7 @@ class HybridFrontend(LLMFrontend):
         while due := list(dict.fromkeys([*book.due_checks(direct),
                                          *(r.pos for r in corpus if r.pos not in direct and r.pos not in covered)])):
             rounds += 1
-            sent_before = calls.service.sent
+            sent_before = calls.sent
             chunk = [corpus.record(pos) for pos in due[:self.batch_records * self.round_batches]]
             for start in range(0, len(chunk), self.batch_records):
                 batch = chunk[start:start + self.batch_records]
@@ -100,7 +101,7 @@ class HybridFrontend(LLMFrontend):
             self._review(calls, corpus, book, direct, catalogue)
             covered = book.cover(direct)
             # a rejected rule can give statements back; a round answered from the journal is no rate
-            progress.set(len(direct) + len(covered), replayed=calls.service.sent == sent_before)
+            progress.set(len(direct) + len(covered), replayed=calls.sent == sent_before)
         progress.close()
         records = [direct[r.pos] if r.pos in direct else covered[r.pos][1] for r in corpus]
         extraction, alignment = self.finish(corpus, calls, catalogue, records)

@@ -8,7 +8,7 @@ Extraction reads each unique statement of the dataset once (the paper's 18,336 f
 FactConsolidation), with one relation catalogue and one alignment; every occurrence in every
 history is then served from it. Every call is an ordinary reader Request, so any backend
 (local transformers, an OpenAI-compatible server) serves it, through the shared generation
-service (cmc/frontends/llm_calls.py): the prediction store and a committed journal make it
+service (generation/extractor_calls.py): the prediction store and a committed journal make it
 content-addressed, so a rerun, here or on another machine, sends nothing already answered.
 The finished extraction is frozen to a JSON file named by the frontend fingerprint and the
 statements' content, with its cost (calls, tokens, seconds); that file is what every arm,
@@ -20,32 +20,35 @@ original text (the paper's residual set), rather than a fact nobody checked.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from cmc.errors import DataError
 from cmc.extraction import Extraction, RecordExtraction, validate
-from cmc.frontends.llm_calls import ExtractorCalls
+from cmc.frontends import ExtractorCalls, OpenCalls
+from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
-                                      parse_lines_reply, parse_reply)
-from cmc.io import atomic_write_text, canonical_json, sha256_text
-from cmc.progress import Progress
-from cmc.prompt import load_prompt
-from cmc.readers.base import Reader, Request
+                                       parse_lines_reply, parse_reply)
 from cmc.records import History, Record
+from common.calls import Reader, Request
+from common.configurable import configurable
+from common.errors import DataError
+from common.io import canonical_json, sha256_text
+from common.progress import Progress
+from common.prompt import load_prompt
 
 log = logging.getLogger(__name__)
+
+
 
 # How the extractor answers a batch, and the prompt asking for it: a JSON object (the
 # default), or one compact line per record ("3 | Peru | capital | Lima"), which a small model
 # carries to the last record of a batch (the 1.5B closes its JSON after two or three).
 @dataclass(frozen=True)
 class ReplyFormat:
-    prompt: str        # cmc/prompts/<prompt>.json
+    prompt: str        # common/prompts/<prompt>.json
     ask: str           # the request's last line, before the records' span
     parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
 
@@ -63,6 +66,7 @@ def corpus_of(histories: Iterable[History]) -> History:
     return History(f"corpus-{digest[:16]}", "", tuple(Record(i, text) for i, text in enumerate(statements, 1)))
 
 
+@configurable
 class LLMFrontend:
     """Extraction by a frozen reader (`extractor`), validated against the source records.
 
@@ -91,6 +95,13 @@ class LLMFrontend:
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
         self.metadata: dict[str, Any] = {}
+        self.open_calls: OpenCalls | None = None
+
+    def use_generation(self, open_calls: OpenCalls) -> None:
+        """Hand the frontend the generation service it extracts through (the stage driver
+        does; a viewer or a check does not, and then only a frozen or journaled extraction
+        loads)."""
+        self.open_calls = open_calls
 
     @cached_property
     def frontend_id(self) -> str:
@@ -158,22 +169,7 @@ class LLMFrontend:
             if self.frozen is not None:
                 raise DataError(f"{path}: frontend.frozen names no file")
             return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            extraction = Extraction.from_json(data)
-            statements = data["statements"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{path}: unreadable frozen extraction ({exc}); delete it to extract again") from exc
-        if statements != [r.text for r in corpus] or extraction.history_id != corpus.history_id:
-            raise DataError(f"{path}: holds the extraction of {extraction.history_id}, not of this dataset's "
-                            f"{len(corpus)} statements ({corpus.history_id})")
-        if self.frozen is None and extraction.frontend_id != self.frontend_id:
-            raise DataError(f"{path}: made by {extraction.frontend_id}, not {self.frontend_id}")
-        if "records_sha256" in data and data["records_sha256"] != records_sha256(extraction):
-            raise DataError(f"{path}: its records no longer match the records_sha256 frozen with them (edited after "
-                            f"freezing?); restore it, or delete it to extract again from the journal")
-        validate(extraction, corpus)
-        self.metadata = {k: v for k, v in data.items() if k not in (*extraction.to_json(), "statements", "records_sha256")}
+        extraction, self.metadata = read_frozen(path, corpus, None if self.frozen is not None else self.frontend_id)
         log.info("%s: using the frozen extraction %s (made by %s)", self.name, path, extraction.frontend_id)
         return extraction
 
@@ -182,8 +178,12 @@ class LLMFrontend:
         another machine with the journal, resends only what is missing), validate, and
         freeze with the statements, the metadata and the cost beside it. If another process
         froze this corpus meanwhile, its file wins and is used."""
-        with ExtractorCalls(self.extractor, self.cache_dir / "predictions.sqlite", self.work_path(corpus, ".journal.jsonl"),
-                            self.work_path(corpus, ".sittings.jsonl"), self.name) as calls:
+        if self.open_calls is None:
+            raise DataError(f"{self.frozen_path(corpus)}: no frozen extraction here, and this frontend was handed no "
+                            f"generation service to extract with (only a run's stages extract)")
+        with self.open_calls(self.extractor, self.cache_dir / "predictions.sqlite",
+                             self.work_path(corpus, ".journal.jsonl"), self.work_path(corpus, ".sittings.jsonl"),
+                             self.name) as calls:
             extraction, metadata = self._extract(corpus, calls)
             metadata = {**metadata, "cost": calls.cost()}
         validate(extraction, corpus)
@@ -193,8 +193,7 @@ class LLMFrontend:
         cost = metadata["cost"]
         log.info("%s: %d calls, %d input and %d output tokens, %.1f s", self.name, cost["calls"],
                  cost["input_tokens"], cost["output_tokens"], cost["seconds"])
-        atomic_write_text(path, canonical_json({**extraction.to_json(), **metadata, "records_sha256": records_sha256(
-            extraction), "statements": [r.text for r in corpus]}) + "\n")
+        write_frozen(path, extraction, metadata, corpus)
         self.metadata = metadata
         return extraction
 
@@ -207,12 +206,12 @@ class LLMFrontend:
         progress = Progress(f"extract {corpus.history_id}", len(corpus), done_word="statements extracted")
         for start in range(0, len(corpus), self.batch_records):
             batch = corpus.records[start:start + self.batch_records]
-            sent_before = calls.service.sent
+            sent_before = calls.sent
             accepted, problems = self.extract_batch(calls, batch, catalogue)
             given_up += len(problems)
             records += [accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch]
             learn(catalogue, batch, accepted)
-            progress.update(len(batch), replayed=calls.service.sent == sent_before)
+            progress.update(len(batch), replayed=calls.sent == sent_before)
         progress.close()
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
         log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
@@ -280,12 +279,6 @@ class LLMFrontend:
             raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
                             f"raise frontend.extractor.max_new_tokens")
         return parse_alignment(prediction.raw or "", list(catalogue))
-
-
-def records_sha256(extraction: Extraction) -> str:
-    """The content hash frozen beside an extraction: a hand edit (a triple added) is then
-    refused on load instead of being used as is by every arm."""
-    return sha256_text(canonical_json(extraction.to_json()))
 
 
 def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:

@@ -7,14 +7,14 @@ $CMC_EXTRA_TARGETS allows them, and `hydra.searchpath` finds the configs.
 """
 from __future__ import annotations
 
-from arms.base import RenderingArm
+from arms.multicall import Caller, MethodAnswer, prompt_hash
 from cmc.evidence import Evidence
 from cmc.graph import Memory
-from cmc.methods import Caller, MethodAnswer, prompt_hash
 from cmc.normalize import entity_key, key_tokens
-from cmc.prompt import load_prompt
+from cmc.read import RenderingArm
 from cmc.records import Question
 from cmc.render import render
+from common.prompt import load_prompt
 
 ENTITY_PROMPT = ("Name the entity the question starts from, exactly as written in it.\n"
                  "Question: Who is the spouse of the author of Hamlet?\nEntity: Hamlet\n"

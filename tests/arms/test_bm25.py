@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi as Reference
 
-from arms.base import rank
 from arms.bm25 import BM25Okapi
+from arms.ranking import rank
 from arms.retrieval import build_fact_index, fact_tokens
 from cmc.normalize import key_tokens
 

@@ -120,15 +120,15 @@ def test_screen_writes_its_tables_where_asked(tmp_path):
 
 
 def test_report_from_the_committed_tables_equals_the_committed_report(tmp_path):
-    """The same narrative through the command line as through scoring.narrative (tests/scoring)."""
+    """The same narrative through the command line as through analysis.narrative (tests/scoring)."""
     done = cli("report", "--out", str(tmp_path / "REPORT.md"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "REPORT.md").read_text() == (ROOT / "results" / "REPORT.md").read_text()
 
 
 def test_python_m_serve_is_an_alias_of_the_subcommand(capsys):
-    """`python -m cmc.readers.serve` keeps working, with the same arguments."""
-    from cmc.readers.serve import main as serve_main
+    """`python -m readers.serve` keeps working, with the same arguments."""
+    from readers.serve import main as serve_main
 
     with pytest.raises(SystemExit):
         serve_main(["--help"])

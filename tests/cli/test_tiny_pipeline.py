@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cmc.bundle import read_bundle_jsonl, verify_seal
 from harness.cli import main
+from provenance.bundle import read_bundle_jsonl, verify_seal
 from tests.cli.test_commands import CHECKOUT_FIRST
 from tests.conftest import ROOT
 

@@ -62,8 +62,8 @@ def installed(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
 
 def test_the_wheel_ships_what_is_read_at_run_time(installed):
     _, purelib, _ = installed
-    for name in ("harness/cli.py", "cmc/conf/config.yaml", "cmc/conf/reader/local.yaml", "cmc/paper/table1.json",
-                 "cmc/prompts/memoryagentbench_factconsolidation.json", "scoring/templates/report.md.j2",
+    for name in ("harness/cli.py", "common/conf/config.yaml", "common/conf/reader/local.yaml", "common/paper/table1.json",
+                 "common/prompts/memoryagentbench_factconsolidation.json", "analysis/templates/report.md.j2",
                  "viewer/templates/index.html.j2"):
         assert (purelib / name).is_file(), name
     assert not (purelib / "conf").exists() and not (purelib / "datasets").exists()

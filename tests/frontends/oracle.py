@@ -7,11 +7,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TypeVar
 
 from cmc.frontends.grammar import GrammarFrontend
-from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import Completion
+from cmc.frontends.llm import LLMFrontend
+from generation.extractor_calls import ExtractorCalls
+from readers.openai_api import OpenAIReader
+from readers.serve import Completion
 from tests.conftest import TEMPLATES
+
+F = TypeVar("F")
 
 
 class GrammarOracle:
@@ -90,3 +95,11 @@ def served_extractor(url: str, max_new_tokens: int = 2048) -> OpenAIReader:
 
 def work_dirs(tmp: Path) -> dict[str, str]:
     return {"cache_dir": str(tmp / "cache"), "extractions_dir": str(tmp / "extractions")}
+
+
+def with_generation(frontend: F) -> F:
+    """An LLM frontend handed the generation service, as the stage driver hands it
+    (harness.runs.build_frontend); a grammar frontend as it is."""
+    if isinstance(frontend, LLMFrontend):
+        frontend.use_generation(ExtractorCalls)
+    return frontend

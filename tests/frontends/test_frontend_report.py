@@ -2,7 +2,7 @@
 (made by the served grammar oracle with one statement it never answers) read against the
 grammar frontend: the subset of histories found from the file, the one lost statement in
 the agreement counts, and CMC evidence built with both frontends. An unresolved record is
-shown to the reader in every packet of its history (arms/cmc.py), so that one statement
+shown to the reader in every packet of its history (cmc/read.py), so that one statement
 changes every packet: none of its reader requests is the grammar run's."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.llm import LLMFrontend, corpus_of
 from harness.cli import main as cli
 from tests.conftest import TEMPLATES
-from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 HOPELESS = 7  # a statement the oracle never answers: unresolved in the extraction
@@ -21,7 +21,7 @@ HOPELESS = 7  # a statement the oracle never answers: unresolved in the extracti
 def test_the_report_compares_a_frozen_extraction_with_the_grammar_and_builds_cmc_evidence(dataset, tmp_path):
     history = dataset.histories["factconsolidation_6k"]
     with FaultyServer(GrammarOracle(hopeless=HOPELESS)) as srv:
-        frontend = LLMFrontend(extractor=served_extractor(srv.url), name="llm_oracle", **work_dirs(tmp_path))
+        frontend = with_generation(LLMFrontend(extractor=served_extractor(srv.url), name="llm_oracle", **work_dirs(tmp_path)))
         frontend.prepare([history])
     corpus = corpus_of([history])
     frozen = frontend.frozen_path(corpus)
@@ -56,7 +56,7 @@ def test_the_report_compares_a_frozen_extraction_with_the_grammar_and_builds_cmc
 def test_with_every_statement_read_the_packets_are_the_grammar_runs(dataset, tmp_path):
     history = dataset.histories["factconsolidation_6k"]
     with FaultyServer(GrammarOracle()) as srv:
-        frontend = LLMFrontend(extractor=served_extractor(srv.url), name="llm_oracle", **work_dirs(tmp_path))
+        frontend = with_generation(LLMFrontend(extractor=served_extractor(srv.url), name="llm_oracle", **work_dirs(tmp_path)))
         frontend.prepare([history])
     assert cli(["frontend-report", str(frontend.frozen_path(corpus_of([history]))), "--out", str(tmp_path / "tables")]) == 0
     coverage = pd.read_csv(tmp_path / "tables" / "frontends_coverage.csv").set_index(["frontend", "hop"])

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from cmc.errors import DataError
 from cmc.frontends.grammar import GrammarFrontend, load_patterns
+from common.errors import DataError
 from tests.conftest import TEMPLATES
 
 

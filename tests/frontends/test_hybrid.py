@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from cmc.errors import DataError
 from cmc.extraction import STATUSES, Extraction, RecordExtraction, Triple
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.hybrid import HybridFrontend, dissenters
 from cmc.frontends.llm import LLMFrontend, corpus_of
 from cmc.frontends.rules import Rule, RuleBook, rule_of
 from cmc.graph import build_memories
-from cmc.journal import PredictionJournal
-from cmc.readers.hf import HFReader
-from cmc.readers.models import LocalModel
 from cmc.records import History, Record
-from cmc.targets import instantiate_known
+from common.configurable import instantiate_known
+from common.errors import DataError
+from generation.journal import PredictionJournal
+from readers.hf import HFReader
+from readers.models import LocalModel
 from tests.conftest import TEMPLATES, compose_config
-from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 GRAMMAR = GrammarFrontend(str(TEMPLATES))
@@ -173,7 +173,7 @@ def server(oracle):
 
 def make_hybrid(url: str, tmp: Path, **kw) -> HybridFrontend:
     """Checks off unless asked for: the loop's other steps are then exactly the corpus's notes."""
-    return HybridFrontend(extractor=served_extractor(url), **work_dirs(tmp), **{"batch_records": BATCH, "checks": 0, **kw})
+    return with_generation(HybridFrontend(extractor=served_extractor(url), **work_dirs(tmp), **{"batch_records": BATCH, "checks": 0, **kw}))
 
 
 def expected_records() -> list[tuple]:
@@ -258,7 +258,7 @@ def test_what_decides_the_hybrid_is_in_its_fingerprint(server, tmp_path):
     assert make_hybrid(server.url, tmp_path, min_support=3).frontend_id != base
     assert make_hybrid(server.url, tmp_path, round_batches=2).frontend_id != base
     assert make_hybrid(server.url, tmp_path, checks=1).frontend_id != base
-    direct = LLMFrontend(served_extractor(server.url), **work_dirs(tmp_path), batch_records=BATCH, name="hybrid")
+    direct = with_generation(LLMFrontend(served_extractor(server.url), **work_dirs(tmp_path), batch_records=BATCH, name="hybrid"))
     assert direct.frontend_id != base  # same name and calls, another loop
 
 
@@ -299,7 +299,7 @@ def test_every_real_statement_comes_out_as_the_grammar_parse_and_no_question_is_
 def test_the_config_composes_the_hybrid(server, tmp_path):
     cfg = compose_config("frontend=hybrid", "reader@frontend.extractor=openai", f"frontend.extractor.base_url={server.url}",
                          f"paths.cache_dir={tmp_path}", "frontend.min_support=3")
-    frontend = instantiate_known(cfg.frontend)
+    frontend = with_generation(instantiate_known(cfg.frontend))
     assert isinstance(frontend, HybridFrontend) and frontend.min_support == 3 and frontend.batch_records == 20
     assert frontend.name == "hybrid_openai" and cfg.read.empty_fallback == "history"
     with pytest.raises(DataError, match=r"frontend\.min_suport is not a parameter of cmc\.frontends\.hybrid"):
@@ -313,7 +313,7 @@ def test_the_tiny_model_runs_the_hybrid_through_the_real_reader(tiny_model_dir, 
     replies are noise: the structure is checked, not what it read."""
     reader = HFReader("tiny", LocalModel(str(tiny_model_dir)), dtype="float32", device="cpu", max_new_tokens=24)
     history = History("tiny", "", tuple(Record(i, t) for i, t in enumerate(CORPUS[:6], 1)))
-    frontend = HybridFrontend(extractor=reader, **work_dirs(tmp_path), batch_records=3)
+    frontend = with_generation(HybridFrontend(extractor=reader, **work_dirs(tmp_path), batch_records=3))
     extraction = frontend.extract(history)
     assert [r.pos for r in extraction.records] == list(range(1, 7))
     assert all(r.status in STATUSES for r in extraction.records)
@@ -323,5 +323,5 @@ def test_the_tiny_model_runs_the_hybrid_through_the_real_reader(tiny_model_dir, 
     assert cost["calls"] == len(calls) >= 2 and all(p.runtime for p in calls)
     assert cost["input_tokens"] == sum(p.usage["prompt_tokens"] for p in calls)
     assert cost["output_tokens"] == sum(p.usage["completion_tokens"] for p in calls) <= 24 * len(calls)
-    assert HybridFrontend(extractor=reader, **work_dirs(tmp_path), batch_records=3).extract(history) == extraction
+    assert with_generation(HybridFrontend(extractor=reader, **work_dirs(tmp_path), batch_records=3)).extract(history) == extraction
     print(f"\ntiny model as hybrid extractor: {Counter(r.status for r in extraction.records)}, {cost}")

@@ -11,7 +11,7 @@ from cmc.frontends.llm import LLMFrontend
 from cmc.frontends.llm_replies import parse_lines_reply
 from cmc.records import History, Record
 from tests.conftest import compose_config
-from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 RECORDS = [Record(3, "The capital of Peru is Lima."), Record(4, "He moved there."), Record(5, "Ok."),
@@ -60,8 +60,8 @@ def history(dataset) -> History:
 def run_loop(history: History, tmp: Path, reply_format: str) -> tuple[LLMFrontend, GrammarOracle]:
     oracle = GrammarOracle(misquoted=BATCH + 3, hopeless=2 * BATCH + 2)
     with FaultyServer(oracle) as srv:
-        frontend = LLMFrontend(served_extractor(srv.url), **work_dirs(tmp / reply_format), batch_records=BATCH,
-                               reply_format=reply_format)
+        frontend = with_generation(LLMFrontend(served_extractor(srv.url), **work_dirs(tmp / reply_format), batch_records=BATCH,
+                               reply_format=reply_format))
         frontend.prepare([history])
     return frontend, oracle
 
@@ -86,4 +86,4 @@ def test_the_config_names_a_lines_run_apart_and_refuses_an_unknown_format(tmp_pa
     assert compose_config("frontend=hybrid", "frontend.reply_format=lines").frontend.name == \
         "hybrid_lines_qwen25_coder_15b"
     with pytest.raises(ValueError, match="reply_format must be one of json, lines"):
-        LLMFrontend(served_extractor("http://127.0.0.1:9"), **work_dirs(tmp_path), reply_format="yaml")
+        with_generation(LLMFrontend(served_extractor("http://127.0.0.1:9"), **work_dirs(tmp_path), reply_format="yaml"))

@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from cmc.errors import DataError
 from cmc.extraction import Extraction
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.frontends.llm import LLMFrontend, corpus_of
 from cmc.frontends.llm_replies import literal_span, parse_alignment, parse_reply, relation_slug
-from cmc.journal import PredictionJournal
-from cmc.readers.base import Prediction
-from cmc.readers.openai_api import OpenAIReader
 from cmc.records import History, Record
-from cmc.sittings import read_sittings, total
+from common.calls import Prediction
+from common.errors import DataError
+from generation.journal import PredictionJournal
+from generation.sittings import read_sittings, total
+from readers.openai_api import OpenAIReader
 from tests.conftest import OFFLINE_SMALL, TEMPLATES, compose_config
-from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 BATCH = 8
@@ -143,7 +143,7 @@ def server(oracle):
 
 
 def make_frontend(url: str, tmp: Path, max_new_tokens: int = 2048, **kw) -> LLMFrontend:
-    return LLMFrontend(served_extractor(url, max_new_tokens), **work_dirs(tmp), **{"batch_records": BATCH, **kw})
+    return with_generation(LLMFrontend(served_extractor(url, max_new_tokens), **work_dirs(tmp), **{"batch_records": BATCH, **kw}))
 
 
 def triples_of(extraction: Extraction) -> list[tuple]:
@@ -274,7 +274,7 @@ def test_a_failed_call_stops_extraction_and_freezes_nothing(server, history, tmp
 def test_the_config_composes_an_extractor_and_reads_the_history_when_nothing_is_selected(server, tmp_path):
     cfg = compose_config("frontend=llm", "reader@frontend.extractor=openai",
                          f"frontend.extractor.base_url={server.url}", f"paths.cache_dir={tmp_path}")
-    frontend = instantiate(cfg.frontend)
+    frontend = with_generation(instantiate(cfg.frontend))
     assert isinstance(frontend, LLMFrontend) and isinstance(frontend.extractor, OpenAIReader)
     assert frontend.extractor.max_new_tokens == 2048 and cfg.reader.name != "openai"  # the question reader is untouched
     assert instantiate(cfg.arm).empty_fallback == "history"
@@ -357,8 +357,8 @@ def test_the_offline_05b_extractor_runs_the_loop_on_real_records(dataset, tmp_pa
     cfg = compose_config("frontend=llm", "reader@frontend.extractor=qwen25_coder_05b", "frontend.batch_records=4",
                          "frontend.repair_rounds=0", "frontend.extractor.max_new_tokens=384", f"paths.cache_dir={tmp_path / 'cache'}",
                          f"paths.results_dir={tmp_path / 'results'}")
-    extraction = instantiate(cfg.frontend).extract(history)
+    extraction = with_generation(instantiate(cfg.frontend)).extract(history)
     assert [r.pos for r in extraction.records] == [r.pos for r in history]
-    assert instantiate(cfg.frontend).extract(history) == extraction  # frozen: a fresh frontend reads the file
+    assert with_generation(instantiate(cfg.frontend)).extract(history) == extraction  # frozen: a fresh frontend reads the file
     resolved = [r for r in extraction.records if r.status == "facts"]
     print(f"\nqwen25_coder_05b as extractor: {len(resolved)}/4 records resolved, relations {extraction.relations}")

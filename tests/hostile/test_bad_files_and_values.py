@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from cmc.bundle import read_manifest
-from cmc.errors import DataError
-from cmc.io import read_json, read_jsonl
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import read_json, read_jsonl
 from harness.generate import run_prepare
 from harness.runs import Run
-from cmc.targets import instantiate_known
-from cmc.vault import LabelVault
+from provenance.bundle import read_manifest
+from provenance.vault import LabelVault
 from tests.conftest import compose_config
 from tests.hostile.conftest import left_unchanged
 from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
@@ -41,7 +41,7 @@ def test_a_missing_file_and_a_bad_jsonl_line_are_named(tmp_path):
     ("arm.max_hops=1.5", r"config: arm\.max_hops = 1\.5: .*converted to Integer"),
     ("arm.budget_chars=lots", r"config: arm\.budget_chars = 'lots': .*converted to Integer"),
     ("arm.empty_fallback=latst_state", r"arm\.empty_fallback = 'latst_state': .*expected one of \[history, latest_state\]"),
-    ("+arm.max_hopz=3", r"arm\.max_hopz is not a parameter of arms\.cmc\.CMCArm \(its parameters: budget_chars, "),
+    ("+arm.max_hopz=3", r"arm\.max_hopz is not a parameter of cmc\.read\.CMCArm \(its parameters: budget_chars, "),
     ("reader.dtype=float99", r"reader\.dtype = 'float99': .*expected one of \[auto, float32, bfloat16, float16\]"),
     ("population.per_cell=many", r"population\.per_cell = 'many'"),
 ])
@@ -91,8 +91,8 @@ def _parquet_with_context(path, context_cells, question: str = "q") -> None:
 
 @pytest.mark.parametrize("question", ["", "   ", "\t\n"])
 def test_an_empty_question_is_refused_naming_the_row(tmp_path, question):
-    from cmc.io import sha256_file
-    from cmc.sources.rows import RowDataset
+    from common.io import sha256_file
+    from sources.rows import RowDataset
 
     path = tmp_path / "rows.parquet"
     _parquet_with_context(path, [b"Facts:\n0. ok\n"], question=question)
@@ -101,7 +101,7 @@ def test_an_empty_question_is_refused_naming_the_row(tmp_path, question):
 
 
 def test_a_question_whose_golds_normalise_to_nothing_is_flagged_when_scored(tmp_path, dataset, caplog):
-    from scoring.report import score_bundle, unwinnable
+    from analysis.bundle_scores import score_bundle, unwinnable
 
     ids = [json.loads(line)["question_id"] for line in (SOURCE / "predictions.jsonl").read_text().splitlines()]
     gold = {q: ("Paris",) for q in ids} | {ids[2]: ("  ", "...", "the")}
@@ -118,8 +118,8 @@ def test_a_question_whose_golds_normalise_to_nothing_is_flagged_when_scored(tmp_
     ("not_parquet", "not a readable parquet file"),
 ])
 def test_a_damaged_parquet_is_named_even_under_a_matching_pin(tmp_path, damage, why):
-    from cmc.io import sha256_file
-    from cmc.sources.rows import RowDataset
+    from common.io import sha256_file
+    from sources.rows import RowDataset
 
     path = tmp_path / "rows.parquet"
     _parquet_with_context(path, [b"0. ok\n", b"0. caf\xe9\n"] if damage == "non_utf8" else [b"0. ok\n"])

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cmc.bundle import SealError
 from cmc.extraction import Extraction
 from cmc.frontends.llm import records_sha256
 from harness.replay import replay
 from harness.runs import Run
 from harness.stages import run
+from provenance.bundle import SealError
 from tests.conftest import compose_config
 from tests.frontends.oracle import GrammarOracle
 from tests.readers.faulty_server import FaultyServer
@@ -62,7 +62,7 @@ def test_a_consistently_forged_frozen_extraction_is_found_by_replay_and_the_seal
 
 
 def test_a_work_folder_whose_extraction_changed_before_the_seal_is_refused(sealed_llm_run):
-    from cmc.errors import DataError
+    from common.errors import DataError
 
     done, overrides = sealed_llm_run
     other = [o if not o.startswith("population.name=") else "population.name=two" for o in overrides]

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from cmc.errors import DataError
 from cmc.frontends.llm import LLMFrontend, corpus_of
 from cmc.records import History
-from tests.frontends.oracle import GrammarOracle, served_extractor, work_dirs
+from common.errors import DataError
+from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.readers.faulty_server import FaultyServer
 
 
@@ -19,7 +19,7 @@ def frozen(dataset, tmp_path_factory):
     history = History(full.history_id, full.header, full.records[:6])
     tmp = tmp_path_factory.mktemp("frozen")
     with FaultyServer(GrammarOracle()) as server:
-        frontend = LLMFrontend(served_extractor(server.url), **work_dirs(tmp), batch_records=6)
+        frontend = with_generation(LLMFrontend(served_extractor(server.url), **work_dirs(tmp), batch_records=6))
         frontend.prepare([history])
         url = server.url  # stopped after this: a load that tried to extract would fail to connect
     return history, tmp, frontend.frozen_path(corpus_of([history])), url
@@ -48,9 +48,9 @@ def test_a_hand_edited_frozen_extraction_is_refused_on_load(frozen, tmp_path, ch
     try:
         _edit(path, change)
         with pytest.raises(DataError, match=rf"{path.name}: its records no longer match the records_sha256"):
-            LLMFrontend(served_extractor(url), **work_dirs(tmp), batch_records=6).prepare([history])
+            with_generation(LLMFrontend(served_extractor(url), **work_dirs(tmp), batch_records=6)).prepare([history])
     finally:
         path.write_text(saved)
-    again = LLMFrontend(served_extractor(url), **work_dirs(tmp), batch_records=6)
+    again = with_generation(LLMFrontend(served_extractor(url), **work_dirs(tmp), batch_records=6))
     again.prepare([history])  # the file as frozen loads (nothing sent: the server is gone)
     assert again.extract(history).records

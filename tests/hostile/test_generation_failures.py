@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl
-from cmc.errors import DataError
-from cmc.readers.base import Prediction
-from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel
-from cmc.readers.serve import ReaderBackend
-from tests.readers.faulty_server import FaultyServer
+from common.calls import Prediction
+from common.errors import DataError
 from harness.seal import check_failures
 from harness.stages import run
+from provenance.bundle import read_bundle_jsonl
+from readers.hf import HFReader
+from readers.models import HubModel
+from readers.serve import ReaderBackend
 from tests.conftest import compose_config
+from tests.readers.faulty_server import FaultyServer
 
 pytestmark = pytest.mark.slow
 BUNDLE = ("bundles", "adhoc", "factconsolidation-grammar-down-cmc-openai")

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cmc.errors import DataError
 from cmc.records import LINE_BREAKS, History
+from common.errors import DataError
 
 HEADER = "Here is a list of facts:"
 BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -56,7 +56,7 @@ def test_a_line_that_is_neither_header_nor_record_is_named(context, line, why):
 
 @pytest.mark.parametrize("brk", list(BREAKS))
 def test_a_memstream_assertion_holding_a_line_break_is_refused_naming_its_case(brk):
-    from cmc.sources.memstream_builder import Assertion
+    from sources.memstream_builder import Assertion
 
     with pytest.raises(DataError, match=r"case 17 post rewrite 2: line-break character"):
         Assertion(f"The capital of X is Y.{brk}6. forged", 17, "post", "rewrite", 2)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from cmc.cache import PredictionStore
-from cmc.errors import DataError
-from cmc.journal import PredictionJournal
-from cmc.readers.base import Prediction
+from common.calls import Prediction
+from common.errors import DataError
+from generation.journal import PredictionJournal
+from generation.store import PredictionStore
 from tests.hostile.conftest import left_unchanged
 
 GOOD = {"request_id": "r1", "raw": "Paris", "finish_reason": "stop", "usage": {"prompt_tokens": 3}, "model": "m",
@@ -124,10 +124,10 @@ def test_a_process_killed_while_keeping_an_answer_never_kept_one_it_did_not_coun
     """The sittings file counts a generation before the store and the journal keep it: a kill
     in between leaves at least as many counted requests as kept answers (the issue was one
     fewer after SIGKILLs)."""
-    from cmc.generation import GenerationService
-    from cmc.prompt import load_prompt
-    from cmc.readers.openai_api import OpenAIReader
-    from cmc.sittings import Sitting, read_sittings, total
+    from common.prompt import load_prompt
+    from generation.service import GenerationService
+    from generation.sittings import Sitting, read_sittings, total
+    from readers.openai_api import OpenAIReader
     from tests.hostile.servers import LocalServer, chat_reply
 
     def killed(rows):  # stands in for SIGKILL at that point (an empty backfill is no answer)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.io import atomic_write_text, writable_dir, writes_confined_to
+from common.errors import DataError
+from common.io import atomic_write_text, writable_dir, writes_confined_to
 from harness.stages import run
 from tests.conftest import compose_config
 from tests.hostile.conftest import left_unchanged
@@ -40,8 +40,8 @@ def test_the_llm_extractors_name_is_checked_before_its_work_path_exists(tmp_path
 
 
 def test_a_replayed_bundle_whose_frontend_name_climbs_is_refused_before_any_write(tmp_path):
-    from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
     from harness.replay import replay
+    from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
 
     def edit(manifest: dict, bundle: Path) -> None:
         manifest["config"]["frontend"]["name"] = "../../../../X"

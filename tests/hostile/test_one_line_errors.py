@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import cmc.bundle
-from cmc.bundle import write_bundle
-from cmc.errors import DataError, report_data_errors
+import provenance.bundle
+from common.errors import DataError, report_data_errors
 from harness.stages import run
+from provenance.bundle import write_bundle
 from tests.conftest import ROOT, compose_config
 from tests.hostile.conftest import left_unchanged
 from tests.hostile.servers import LocalServer
@@ -88,7 +88,7 @@ def test_a_folder_already_where_a_bundle_goes_is_named(tmp_path, capsys):
 
 
 def test_a_full_disk_while_sealing_is_one_line_and_leaves_no_staging_folder(tmp_path, capsys, monkeypatch):
-    real, written = cmc.bundle.atomic_write_text, []
+    real, written = provenance.bundle.atomic_write_text, []
 
     def fill_up(path, text):
         if len(written) == 2:
@@ -96,14 +96,14 @@ def test_a_full_disk_while_sealing_is_one_line_and_leaves_no_staging_folder(tmp_
         written.append(path)
         return real(path, text)
 
-    monkeypatch.setattr(cmc.bundle, "atomic_write_text", fill_up)
+    monkeypatch.setattr(provenance.bundle, "atomic_write_text", fill_up)
     err = one_line_exit(capsys, lambda: write_bundle(tmp_path / "bundle", {"a": 1}, [{}], [{}], [{}]))
     assert "requests.jsonl: No space left on device" in err, err
     assert list(tmp_path.iterdir()) == []  # neither the bundle nor a .staging-<pid> folder
 
 
 def test_a_method_answer_that_is_not_text_is_named_when_scored(tmp_path):
-    from scoring.tables import question_outputs
+    from analysis.tables import question_outputs
 
     source = next((ROOT / "results" / "bundles" / "ports").glob("*-mello-*"))
     bundle = tmp_path / source.name

@@ -6,7 +6,7 @@ import shutil
 
 from safetensors.torch import load_file, save_file
 
-from cmc.readers.models import HubModel
+from readers.models import HubModel
 
 
 def test_local_weights_under_a_hub_pin_are_pinned_by_content(tmp_path, tiny_model_dir):

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.prompt import load_prompt
-from cmc.readers.openai_api import OpenAIReader
-from cmc.sources.synthetic import SyntheticDataset
+from common.errors import DataError
+from common.prompt import load_prompt
+from readers.openai_api import OpenAIReader
+from sources.synthetic import SyntheticDataset
 from tests.hostile.servers import LocalServer, chat_reply
 
 
@@ -19,7 +19,7 @@ def test_a_server_answering_as_another_model_is_warned_about_once(caplog, answer
     reader = OpenAIReader(name="r", base_url=server.url, model="asked-model", max_retries=0)
     prompt = load_prompt("memoryagentbench_factconsolidation")
     try:
-        with caplog.at_level("WARNING", logger="cmc.readers.openai_api"):
+        with caplog.at_level("WARNING", logger="readers.openai_api"):
             got = [reader.generate(reader.prepare(prompt, f"1. A{i} is B.", f"What is A{i}?")) for i in range(3)]
     finally:
         server.close()

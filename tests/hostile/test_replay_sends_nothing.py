@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.generation import GenerationService, no_generation
-from cmc.cache import PredictionStore
-from cmc.journal import PredictionJournal
-from cmc.readers.openai_api import OpenAIReader
-from cmc.prompt import load_prompt
+from common.errors import DataError
+from common.prompt import load_prompt
+from generation.journal import PredictionJournal
+from generation.service import GenerationService, no_generation
+from generation.store import PredictionStore
 from harness.replay import replay, replay_config
 from harness.reseal import reseal
+from readers.openai_api import OpenAIReader
 from tests.hostile.conftest import left_unchanged
 from tests.hostile.servers import LocalServer
 from tests.hostile.test_replay_untrusted import SOURCE, _tampered_bundle
@@ -48,7 +48,7 @@ def llm_frontend(url: str, **extractor: object) -> dict:
     return {"_target_": "cmc.frontends.llm.LLMFrontend", "name": "llm_foreign", "batch_records": 20,
             "repair_rounds": 1, "empty_fallback": "history", "frozen": None, "reply_format": "json",
             "cache_dir": "${paths.cache_dir}", "extractions_dir": "${paths.results_dir}/extractions",
-            "extractor": {"_target_": "cmc.readers.openai_api.OpenAIReader", "name": "foreign", "base_url": url,
+            "extractor": {"_target_": "readers.openai_api.OpenAIReader", "name": "foreign", "base_url": url,
                           "model": "m", "max_new_tokens": 64, "max_retries": 0, **extractor}}
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cmc.errors import DataError
+from common.errors import DataError
 from harness.runs import Run
 from tests.conftest import ROOT, compose_config
 

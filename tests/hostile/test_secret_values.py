@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cmc.secrets import REDACTED, register_env_secrets, scrub
+from common.secrets import REDACTED, register_env_secrets, scrub
 from harness.stages import run
 from tests.conftest import compose_config
 from tests.hostile.servers import LocalServer

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl
-from cmc.readers.openai_api import OpenAIReader
-from cmc.secrets import REDACTED, scrub
+from common.secrets import REDACTED, scrub
+from provenance.bundle import read_bundle_jsonl
+from readers.openai_api import OpenAIReader
 from tests.conftest import ROOT, compose_config
 
 SECRET = "hunter2-Sup3rSecret"
@@ -43,11 +43,11 @@ def test_a_reader_url_with_userinfo_is_recorded_without_it():
 
 @pytest.mark.slow
 def test_no_secret_in_any_file_a_failed_api_run_writes(tmp_path, tiny_model_dir):
-    from cmc.readers.hf import HFReader
-    from cmc.readers.models import HubModel
-    from cmc.readers.serve import ReaderBackend
-    from tests.readers.faulty_server import FaultyServer
     from harness.stages import run
+    from readers.hf import HFReader
+    from readers.models import HubModel
+    from readers.serve import ReaderBackend
+    from tests.readers.faulty_server import FaultyServer
 
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32")
     server = FaultyServer(ReaderBackend(local, model_id="tiny")).start()
@@ -83,9 +83,9 @@ def test_a_credential_on_the_command_line_is_refused_before_hydra_writes(tmp_pat
 def test_a_credential_passed_through_the_environment_reaches_no_file(tmp_path, tiny_model_dir):
     """The documented route: Hydra records `${oc.env:...}` unresolved, the manifest records
     the URL without its userinfo, and the connection still carries it."""
-    from cmc.readers.hf import HFReader
-    from cmc.readers.models import HubModel
-    from cmc.readers.serve import ReaderBackend
+    from readers.hf import HFReader
+    from readers.models import HubModel
+    from readers.serve import ReaderBackend
     from tests.readers.faulty_server import FaultyServer
 
     local = HFReader("local", HubModel("tiny", "local", local_path=str(tiny_model_dir)), dtype="float32",

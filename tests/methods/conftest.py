@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl
-from cmc.io import read_jsonl
-from cmc.methods import Call, Caller, Method, MethodAnswer
-from cmc.readers.openai_api import OpenAIReader
-from cmc.targets import instantiate_known
+from arms.multicall import Call, Caller, Method, MethodAnswer
+from common.configurable import instantiate_known
+from common.io import read_jsonl
+from provenance.bundle import read_bundle_jsonl
+from readers.openai_api import OpenAIReader
 from tests.conftest import compose_config
 from tests.methods.scripted import ScriptedBackend
 from tests.readers.faulty_server import FaultyServer

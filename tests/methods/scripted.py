@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arms.released import REL2SUBQ
-from cmc.readers.serve import Completion
+from readers.serve import Completion
 
 AUTHOR, SPOUSE, CITIZEN = "The author of {} is", "{} is married to", "{} is a citizen of"
 CAPITAL, SPORT = "The capital of {} is", "{} is associated with the sport of"

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmc.errors import DataError
-from cmc.io import canonical_json, sha256_text
-from cmc.readers.base import Request, cut_at_stop
-from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel
-from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import ReaderBackend
-from cmc.targets import instantiate_known
+from common.calls import Request, cut_at_stop
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import canonical_json, sha256_text
+from readers.hf import HFReader
+from readers.models import HubModel
+from readers.openai_api import OpenAIReader
+from readers.serve import ReaderBackend
 from tests.conftest import LLAMA_CPP, OFFLINE_SMALL, compose_config
 from tests.readers.faulty_server import FaultyServer
 from tests.readers.tiny_model import COMPLETIONS

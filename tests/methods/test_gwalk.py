@@ -5,9 +5,9 @@ call; then the tiny model through every harness stage."""
 from __future__ import annotations
 
 from arms.released import REL2SUBQ, STOP_BLOCK, STOP_DONE, STOP_FACT
-from cmc.bundle import verify_seal
 from harness.replay import replay
 from harness.stages import run
+from provenance.bundle import verify_seal
 from tests.conftest import compose_config
 from tests.methods.conftest import (QIDS, answer_directly, bundle_files, bundle_path, check_method_bundle,
                                     run_overrides, scores_path, tiny_reader)

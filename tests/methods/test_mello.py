@@ -6,9 +6,9 @@ import pytest
 
 from arms.bank import fact_bank
 from arms.released import STOP_FACT
-from cmc.bundle import verify_seal
 from harness.replay import replay
 from harness.stages import run
+from provenance.bundle import verify_seal
 from tests.conftest import compose_config
 from tests.methods.conftest import (QIDS, answer_directly, bundle_files, bundle_path, check_method_bundle,
                                     run_overrides, scores_path, tiny_reader)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arms.multicall import Caller
 from arms.released import STOP_DONE, chain_entities, drop_extra_blocks, final_answer, load_prompt_file
-from cmc.methods import Caller
 from tests.conftest import DATA_DIR
 from tests.methods import release_oracle as release
 from tests.methods.conftest import openai_reader

@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, write_bundle
 from harness.replay import replay
 from harness.stages import run
+from provenance.bundle import read_bundle_jsonl, read_manifest, write_bundle
 from tests.conftest import compose_config
 from tests.methods.conftest import QIDS, bundle_path, run_overrides, scored, scores_path, scripted_reader
 from tests.methods.scripted import ScriptedBackend
@@ -143,7 +143,7 @@ def test_make_tables_adds_cost_and_outcome_tables_for_a_method(sealed, tmp_path)
 def test_scoring_an_edited_and_resealed_method_bundle_is_refused(sealed, tmp_path, embeddings_dir, edit):
     """stage=score re-executes the method over the bundle's own answers before any label is
     opened (the seal proves integrity, not authorship), sending nothing."""
-    from cmc.bundle import SealError
+    from provenance.bundle import SealError
 
     bundle, _ = sealed
     url = read_manifest(bundle)["config"]["reader"]["base_url"]  # the stopped server's: a send would fail

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl
-from cmc.errors import DataError
-from cmc.io import read_jsonl
+from common.errors import DataError
+from common.io import read_jsonl
 from harness.stages import run
+from provenance.bundle import read_bundle_jsonl
 from tests.conftest import ROOT, compose_config
 from tests.methods.conftest import bundle_files, bundle_path, run_overrides, scripted_reader
 from tests.methods.scripted import ScriptedBackend

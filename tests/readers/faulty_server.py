@@ -1,4 +1,4 @@
-"""The test server: cmc.readers.serve.OpenAIServer plus a request counter and a fault queue.
+"""The test server: readers.serve.OpenAIServer plus a request counter and a fault queue.
 
 Fault injection lives here, not in the shipped server. Each incoming chat-completions body
 is counted (`counts`, keyed by its sha256; `log` keeps (sha256, what was done) in order)
@@ -21,7 +21,7 @@ from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from cmc.readers.serve import OpenAIServer
+from readers.serve import OpenAIServer
 
 
 class FaultyServer(OpenAIServer):

@@ -11,14 +11,13 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from cmc.errors import DataError
-from cmc.prompt import Prompt, load_prompt
-from cmc.readers.base import Request
-from cmc.readers.base import strip_think
-from cmc.readers.compute import auto_dtype
-from cmc.readers.hf import HFReader, common_prefix_len
-from cmc.readers.input_cap import QUESTION_ROOM
-from cmc.readers.models import HubModel, LocalModel
+from common.calls import Request, strip_think
+from common.errors import DataError
+from common.prompt import Prompt, load_prompt
+from readers.compute import auto_dtype
+from readers.hf import HFReader, common_prefix_len
+from readers.input_cap import QUESTION_ROOM
+from readers.models import HubModel, LocalModel
 from scoring.metrics import parse_answer
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.prompt import load_prompt
-from cmc.readers import compute, hf
-from cmc.readers.base import Request
-from cmc.readers.compute import auto_dtype, resolve_dtype
-from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel
+from common.calls import Request
+from common.errors import DataError
+from common.prompt import load_prompt
+from readers import compute, hf
+from readers.compute import auto_dtype, resolve_dtype
+from readers.hf import HFReader
+from readers.models import HubModel
 from tests.readers.tiny_model import EVIDENCE, PROMPT_NAME, QA
 
 PROMPT = load_prompt(PROMPT_NAME)

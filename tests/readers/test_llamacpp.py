@@ -13,12 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cmc.bundle import verify_seal
-from cmc.errors import DataError
-from cmc.prompt import Prompt, load_prompt
-from cmc.readers.hf import common_prefix_len
-from cmc.readers.llamacpp import LlamaCppReader
-from cmc.targets import instantiate_known
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.prompt import Prompt, load_prompt
+from provenance.bundle import verify_seal
+from readers.hf import common_prefix_len
+from readers.llamacpp import LlamaCppReader
 from tests.conftest import LLAMA_CPP, PARQUET, ROOT, compose_config
 
 needs_llama = LLAMA_CPP  # skipped only where llama-cpp-python is absent and CI is not set
@@ -65,7 +65,7 @@ def test_llamacpp_configs_read_the_same_model_as_the_transformers_ones(size: str
     building the reader imports nothing optional and loads nothing."""
     hf = compose_config(f"reader=qwen25_coder_{size}").reader  # composed: both inherit conf/model/*_gguf.yaml
     cpp = compose_config(f"reader=qwen25_coder_{size}_llamacpp").reader
-    assert cpp._target_ == "cmc.readers.llamacpp.LlamaCppReader" and cpp.name == f"qwen25_coder_{size}_llamacpp"
+    assert cpp._target_ == "readers.llamacpp.LlamaCppReader" and cpp.name == f"qwen25_coder_{size}_llamacpp"
     assert cpp.model == hf.model and cpp.max_input_tokens == hf.max_input_tokens
     assert cpp.max_new_tokens == hf.max_new_tokens
     reader = instantiate_known(compose_config(f"reader=qwen25_coder_{size}_llamacpp").reader, "test")

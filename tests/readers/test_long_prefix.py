@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from cmc.readers.long_prefix import PREFILL_GQA_SDPA, GrowingLayer, new_cache, use_prefill_gqa
+from readers.long_prefix import PREFILL_GQA_SDPA, GrowingLayer, new_cache, use_prefill_gqa
 
 
 @settings(max_examples=40, deadline=None)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from cmc.errors import DataError
-from cmc.readers import gguf_bytes, offline
-from cmc.readers.compute import resolve_dtype
-from cmc.readers.gguf_bytes import carrier_part_paths, join_parts, verify_file
-from cmc.readers.offline import MARKER, PyPIGGUFModel
+from common.errors import DataError
+from readers import gguf_bytes, offline
+from readers.compute import resolve_dtype
+from readers.gguf_bytes import carrier_part_paths, join_parts, verify_file
+from readers.offline import MARKER, PyPIGGUFModel
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT.parent / "shared" / "data" / "README.md"
@@ -335,7 +335,7 @@ def test_losing_the_rename_race_keeps_the_winners_folder(carriers, tmp_path, mon
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from cmc.readers.offline import PyPIGGUFModel
+from readers.offline import PyPIGGUFModel
 
 class Slow(PyPIGGUFModel):
     def _convert(self, gguf, out):
@@ -392,7 +392,7 @@ def test_reader_configs_pin_the_official_files(config, size):
 
     cfg = compose_config(f"reader={config}").reader  # composed: the 0.5B inherits the 1.5B's settings
     assert cfg.name == config and cfg.model.name == config
-    assert cfg._target_ == "cmc.readers.hf.HFReader" and cfg.dtype == "auto"
+    assert cfg._target_ == "readers.hf.HFReader" and cfg.dtype == "auto"
     assert cfg.attn_implementation == "sdpa" and cfg.max_new_tokens == 64 and cfg.max_input_tokens == 32768
     model = cfg.model
     assert (model.hub_repo, model.hub_revision, model.filename) == (want["repo"], want["rev"], want["file"])

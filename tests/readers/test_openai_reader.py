@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from cmc.io import canonical_json
-from cmc.prompt import load_prompt
-from cmc.readers.hf import HFReader
-from cmc.readers.models import HubModel, folder_sha256
-from cmc.readers.openai_api import OpenAIReader
-from cmc.readers.serve import Completion, ReaderBackend, load_backend
+from common.io import canonical_json
+from common.prompt import load_prompt
+from readers.hf import HFReader
+from readers.models import HubModel, folder_sha256
+from readers.openai_api import OpenAIReader
+from readers.serve import Completion, ReaderBackend, load_backend
 from tests.readers.faulty_server import FaultyServer
 from tests.readers.tiny_model import EVIDENCE, QA
 
@@ -186,8 +186,8 @@ def test_unreachable_server_is_an_error_not_an_exception(prompt):
 
 
 def test_the_generation_service_drives_the_api_reader_concurrently(tmp_path, server, reader, prompt, expected):
-    from cmc.cache import PredictionStore
-    from cmc.generation import GenerationService
+    from generation.service import GenerationService
+    from generation.store import PredictionStore
 
     reqs = [reader.prepare(prompt, EVIDENCE, q) for q in QUESTIONS]
     server.inject("500", "drop")  # two of the six hit a fault on their first send

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from cmc.bundle import read_bundle_jsonl, verify_seal
-from cmc.readers.compute import auto_dtype
-from cmc.readers.models import folder_sha256
+from provenance.bundle import read_bundle_jsonl, verify_seal
+from readers.compute import auto_dtype
+from readers.models import folder_sha256
 from tests.conftest import ROOT
 from tests.readers.hub_models import build_tiny_llama31, build_tiny_qwen35
 

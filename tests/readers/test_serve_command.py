@@ -1,5 +1,5 @@
 """The documented GPU/API path, as a user types it: serve a model folder over the OpenAI
-API (`python -m cmc.readers.serve`, the same protocol vLLM serves), then run the harness
+API (`python -m readers.serve`, the same protocol vLLM serves), then run the harness
 against it with `reader=openai` and the two environment variables."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl, verify_seal
+from provenance.bundle import read_bundle_jsonl, verify_seal
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def _wait_ready(url: str, server: subprocess.Popen, seconds: float = 120) -> Non
 def test_serve_then_run_with_the_openai_reader(tmp_path, tiny_model_dir):
     port = _free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    server = subprocess.Popen([sys.executable, "-m", "cmc.readers.serve", "--model-dir", str(tiny_model_dir),
+    server = subprocess.Popen([sys.executable, "-m", "readers.serve", "--model-dir", str(tiny_model_dir),
                                "--port", str(port), "--served-model-name", "tiny", "--dtype", "float32"],
                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -15,7 +15,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from cmc.prompt import load_prompt
+from common.prompt import load_prompt
 
 PROMPT_NAME = "memoryagentbench_factconsolidation"
 # Qwen2's pre-tokenizer split (transformers' Qwen2Tokenizer and the released tokenizer.json).

@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 from hydra.utils import instantiate
 
-from cmc.io import sha256_text
+from analysis.coverage import a_right_b_wrong, coverage_table, pair_coverage, summarize
+from cmc.evidence import select_all
 from cmc.records import History, Question, Record
 from cmc.render import render
-from cmc.evidence import select_all
-from scoring.coverage import a_right_b_wrong, coverage_table, pair_coverage, summarize
+from common.io import sha256_text
 from scoring.metrics import normalize_answer
 from tests.conftest import compose_config
 

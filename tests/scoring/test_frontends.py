@@ -1,12 +1,12 @@
-"""Agreement of an LLM frontend's extraction with the grammar frontend's (scoring/frontends.py):
+"""Agreement of an LLM frontend's extraction with the grammar frontend's (analysis/frontend_agreement.py):
 relation names are mapped by what they stand for, spans and statuses compared statement by
 statement, and the vocabularies' splits and merges counted."""
 from __future__ import annotations
 
 import pandas as pd
 
+from analysis.frontend_agreement import agreement, coverage_table, evidence_rows, frontend_row, relation_map
 from cmc.extraction import Extraction, RecordExtraction, Triple
-from scoring.frontends import agreement, coverage_table, evidence_rows, frontend_row, relation_map
 
 STATEMENTS = [
     ("Peru", "capital", "Lima"),          # 1

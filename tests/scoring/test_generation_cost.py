@@ -1,4 +1,4 @@
-"""The generation-cost table (scoring/generation_cost.py) on hand-made bundles and sittings:
+"""The generation-cost table (analysis/generation_cost.py) on hand-made bundles and sittings:
 sittings are summed per view, a view answered wholly from the store says it sent nothing,
 a run whose sittings were never recorded is blank (not zero), and the engine and machine
 come from the bundle, not from the machine that makes the table."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cmc.errors import DataError
-from scoring.generation_cost import generation_table
+from analysis.generation_cost import generation_table
+from common.errors import DataError
 
 AMX = ["avx2", "avx512_bf16", "amx_bf16"]
 LLAMA = {"n_threads": 1, "system_info": "CPU : SSE3 = 1 | AVX2 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 0 | OPENMP = 1 |"}

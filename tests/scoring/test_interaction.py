@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from scoring.interaction import FOUR_ARMS, non_overflow_table
+from analysis.interaction import FOUR_ARMS, non_overflow_table
 
 LENGTHS = ("6k", "32k", "64k", "262k")
 # The paper's non-overflow counts out of 300 per hop (appendix B.1): cmc, latest state,

@@ -1,4 +1,4 @@
-"""The cost and outcome tables of multi-call methods (scoring/methods.py), on hand-made
+"""The cost and outcome tables of multi-call methods (analysis/method_costs.py), on hand-made
 bundle rows: calls and tokens are averaged per question, an arm's bundle has no outcome
 rows, and outcomes split by hop with their correct / unanswered counts and steps."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from scoring.methods import cost_table, outcome_table
+from analysis.method_costs import cost_table, outcome_table
 
 
 def items(arm: str, rows: list[tuple[str, str, float, int, int, int]]) -> pd.DataFrame:

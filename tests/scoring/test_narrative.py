@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from scoring.narrative import write_report
+from analysis.narrative import write_report
 from tests.conftest import ROOT
 
 TABLES, PAPER = ROOT / "results" / "tables", ROOT / "datasets" / "paper"

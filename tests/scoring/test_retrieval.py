@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl
-from cmc.errors import DataError
+from analysis.retrieval_curves import curve, first_gold_rank, question_rows, ranking, selected_records, selection_rows
 from cmc.records import History, Question
-from scoring.retrieval import curve, first_gold_rank, question_rows, ranking, selected_records, selection_rows
+from common.errors import DataError
+from provenance.bundle import read_bundle_jsonl
 from tests.viewer.bundles import quick
 
 HISTORY = History.parse("h", "Facts:\n1. The capital of France is Paris.\n2. Lyon is in France.\n"
@@ -37,9 +37,10 @@ def test_rows_and_curve_on_a_hand_made_ranking():
 
 def test_committed_quick_bundles(dataset):
     """Golden: fact BM25's ranking vs CMC's selection on the 8 QUICK questions."""
-    from cmc.vault import LabelVault
-    from tests.conftest import compose_config
     from hydra.utils import instantiate
+
+    from provenance.vault import LabelVault
+    from tests.conftest import compose_config
 
     labels = LabelVault(instantiate(compose_config().dataset).load_labels).open(quick("cmc"))
     questions = {q.qid: q for q in dataset.questions}
@@ -56,11 +57,11 @@ def test_committed_quick_bundles(dataset):
 
 def test_gold_at_full_depth_agrees_with_the_rendered_evidence(dataset):
     """Per question of the full committed fact BM25 bundle: gold among all its ranked records
-    (per-record test) equals gold in the evidence text the reader saw (scoring.diagnostics)."""
+    (per-record test) equals gold in the evidence text the reader saw (analysis.diagnostics)."""
     from hydra.utils import instantiate
 
-    from cmc.vault import LabelVault
-    from scoring.diagnostics import gold_in_evidence
+    from analysis.diagnostics import gold_in_evidence
+    from provenance.vault import LabelVault
     from tests.conftest import compose_config
     from tests.viewer.bundles import TABLE1
 

@@ -7,12 +7,11 @@ import pandas as pd
 import pytest
 from hydra.utils import instantiate
 
-from arms.cmc import CMCArm
+from analysis.screen import bound_table, flag_counts, least_favourable_bound, rescoring_bound, screen, screen_evidence
 from cmc.frontends.grammar import GrammarFrontend
 from cmc.graph import compile_memory
+from cmc.read import CMCArm
 from cmc.records import History, Question, Record
-from scoring.screen import (bound_table, flag_counts, least_favourable_bound, rescoring_bound, screen,
-                            screen_evidence)
 from tests.conftest import TEMPLATES
 
 LINES = [

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from scoring.tables import (accuracy, contrasts, evidence_flags, key_change_strata, length_order, reader_grid,
-                            selection_vs_reader, view_table)
+from analysis.tables import (accuracy, contrasts, evidence_flags, key_change_strata, length_order, reader_grid,
+                             selection_vs_reader, view_table)
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_evidence_flags_find_the_answer_with_the_released_normalization(parsed, 
 
 
 def test_markdown_shows_a_missing_value_as_dashes_and_leaves_full_tables_alone():
-    from scoring.tables import markdown
+    from analysis.tables import markdown
 
     holed = pd.DataFrame({"arm": ["cmc", "bm25"], "rate": [73.82, float("nan")]})
     assert "nan" not in markdown(holed) and "| bm25  |  --    |" in markdown(holed)
@@ -116,6 +116,6 @@ def test_markdown_shows_a_missing_value_as_dashes_and_leaves_full_tables_alone()
 
 
 def test_only_token_slices_get_a_by_length_figure():
-    from scoring.figures import token_slices
+    from analysis.figures import token_slices
 
     assert token_slices(["6k", "32k", "262k"]) and not token_slices(["6k", "d3u050"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cmc.errors import DataError
 from cmc.frontends.llm import corpus_of
-from cmc.targets import instantiate_known
-from harness.evidence import evidence_path
+from common.configurable import instantiate_known
+from common.errors import DataError
+from harness.packets import evidence_path
 from tests.conftest import compose_config
 
 

@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 from hydra.utils import instantiate
 
-from cmc.errors import DataError
-from cmc.sources.rows import RowDataset
+from common.errors import DataError
+from sources.rows import RowDataset
 
 
 def test_real_split_gives_four_shared_histories_and_800_questions(dataset):
@@ -43,7 +43,7 @@ def test_wrong_sha256_is_refused(cfg, tmp_path):
 
 
 def _rewrite(cfg, tmp_path, mutate):
-    from cmc.io import sha256_file
+    from common.io import sha256_file
 
     table = pq.read_table(cfg.dataset.path)
     path = tmp_path / "mutated.parquet"

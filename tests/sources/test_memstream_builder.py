@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cmc.errors import DataError
 from cmc.frontends.grammar import GrammarFrontend
-from cmc.io import read_jsonl, sha256_file
 from cmc.records import History
-from cmc.sources import memstream_builder as msb
-from cmc.sources import memstream_cases
+from common.errors import DataError
+from common.io import read_jsonl, sha256_file
 from harness.cli import main
+from sources import memstream_builder as msb
+from sources import memstream_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "mquake_cf_fixture.json"

@@ -5,18 +5,18 @@ import json
 import pytest
 from hydra.utils import instantiate
 
-from cmc.bundle import read_bundle_jsonl, read_manifest, verify_seal
-from cmc.errors import DataError
-from cmc.frontends.grammar import GrammarFrontend
+from analysis.tables import bundle_items, view_table
 from cmc.evidence import select_all
+from cmc.frontends.grammar import GrammarFrontend
 from cmc.graph import build_memories
+from common.errors import DataError
 from harness.stages import run
-from cmc.sources.memstream_builder import build
-from cmc.sources.memstream_cases import load_source
-from cmc.sources.memstream_writer import write_outputs
-from cmc.sources.rows import RowDataset
-from cmc.vault import LabelVault
-from scoring.tables import bundle_items, view_table
+from provenance.bundle import read_bundle_jsonl, read_manifest, verify_seal
+from provenance.vault import LabelVault
+from sources.memstream_builder import build
+from sources.memstream_cases import load_source
+from sources.memstream_writer import write_outputs
+from sources.rows import RowDataset
 from tests.conftest import ROOT, TEMPLATES, compose_config
 
 FIXTURE = ROOT / "tests" / "data" / "mquake_cf_fixture.json"

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arms.cmc import CMCArm
 from arms.controls import PriorReadRefresh
-from cmc.errors import DataError
-from cmc.frontends.grammar import GrammarFrontend
-from cmc.io import canonical_json
 from cmc.evidence import select_all
+from cmc.frontends.grammar import GrammarFrontend
 from cmc.graph import build_memories
-from cmc.sources.synthetic import SyntheticDataset
-from cmc.targets import instantiate_known
+from cmc.read import CMCArm
+from common.configurable import instantiate_known
+from common.errors import DataError
+from common.io import canonical_json
+from sources.synthetic import SyntheticDataset
 from tests.conftest import TEMPLATES, compose_config
 
 # --- an independent resolver: its own reading of the sentences and the question phrases ---

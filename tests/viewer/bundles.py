@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-from cmc.bundle import BUNDLE_FILES, SEAL, seal_text
-from cmc.io import sha256_file
+from common.io import sha256_file
+from provenance.bundle import BUNDLE_FILES, SEAL, seal_text
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE1 = ROOT / "results" / "bundles" / "table1"

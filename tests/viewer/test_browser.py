@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl, read_manifest
+from provenance.bundle import read_bundle_jsonl, read_manifest
 from tests.conftest import DATA_DIR
 from tests.viewer.bundles import quick, tampered
 from viewer.load import load_bundles

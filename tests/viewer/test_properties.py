@@ -9,10 +9,10 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analysis.retrieval_curves import record_recall
 from scoring.metrics import normalize_answer, substring_em
-from scoring.retrieval import record_recall
-from viewer.graph import COLUMN, NODE_H, NODE_W, ROW, traversal_graph
 from viewer.highlight import match_spans, segments
+from viewer.traversal_svg import COLUMN, NODE_H, NODE_W, ROW, traversal_graph
 from viewer.write import environment
 
 WORDS = st.sampled_from(["the", "a", "an", "New", "york", "O'Brien", "Belgium", "-", ",", "é", "India", "indian", "x"])

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from cmc.bundle import read_bundle_jsonl, read_manifest
-from cmc.errors import DataError
-from cmc.targets import UnknownTargetError
+from common.configurable import UnknownTargetError
+from common.errors import DataError
+from provenance.bundle import read_bundle_jsonl, read_manifest
 from tests.conftest import DATA_DIR
 from tests.viewer.bundles import ROOT, edited, quick, tampered
 from viewer.load import load_bundles
