@@ -47,7 +47,7 @@ def no_generation(job: str) -> Iterator[None]:
     and a request they do not hold is refused, not sent. A replay or a seal check verifies
     what was recorded: sending would spend the user's credentials on whatever server a
     (possibly foreign) bundle names, and would not check anything."""
-    token = _NO_GENERATION.set(job)
+    token = _NO_GENERATION.set(_NO_GENERATION.get() or job)  # nested: the outer job names the refusal
     try:
         yield
     finally:

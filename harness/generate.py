@@ -10,9 +10,10 @@ from omegaconf import DictConfig
 from common.errors import DataError
 from common.io import atomic_write_text, json_text
 from common.locations import checkout_root
+from generation.journal import PredictionJournal
 from generation.service import GenerationService
 from generation.sittings import Sitting
-from harness.method_runs import generate_method
+from generation.store import PredictionStore
 from harness.runs import Run
 from provenance.bundle import read_manifest
 from provenance.manifest import build_manifest, config_differences, git_state
@@ -25,8 +26,8 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
     run = run or Run(cfg)
     if not run.questions:  # nothing to seal or score: say so before anything is frozen
         raise DataError(f"population {cfg.population.name!r} selects no question of {cfg.dataset.name}")
-    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, run.reader_pin(),
-                              run.prompt_version, checkout_root())
+    manifest = build_manifest(cfg, [q.qid for q in run.questions], run.adapter.pin, run.view.reader_pin(),
+                              run.view.prompt_version, checkout_root())
     if extraction := run.extraction_pin():
         manifest["extraction"] = extraction
     path = run.work_dir / "manifest.json"
@@ -46,19 +47,14 @@ def run_generate(cfg: DictConfig, run: Run | None = None) -> Path:
         return run.bundle_dir
     with run.lock:
         run_prepare(cfg, run)
-        store = run.store()
-        sitting = Sitting(run.sittings_path(), code=git_state(checkout_root()))
-        service = GenerationService(run.reader, store, run.journal(), label=f"generate {run.name}{run.shard_suffix}",
+        store = PredictionStore(run.store_path)
+        sitting = Sitting(run.sittings_path, code=git_state(checkout_root()))
+        service = GenerationService(run.reader, store, PredictionJournal(run.journal_path), label=f"generate {run.name}{run.shard_suffix}",
                                     on_finished=lambda _: sitting.finished(**run.reader.counters()),
                                     also_read=run.journals(),  # shards' journals: done elsewhere
                                     reuse_caps=cfg.get("reuse_answers_of_caps") or ())
         try:
-            if run.method is not None:
-                done = generate_method(run, run.method, service.answer)
-                log.info("%s: %d of its %d calls sent now, the rest held (store or journal)", run.method.name,
-                         service.counters()["requests_sent"], sum(len(q.calls) for q in done))
-            else:
-                service.generate(run.requests_to_generate())
+            run.view.generate(service)
         finally:
             store.close()
     run.prefill = run.reader.counters() or None

@@ -1,4 +1,5 @@
-"""Runs whose view is a multi-call method (arms/multicall.py): generate, seal, check and replay.
+"""Runs whose view is a multi-call method (arms/multicall.py): the pieces harness/views.py's
+MethodView is made of.
 
 A method has no evidence packet before generation: what it reads depends on its calls'
 answers. So every stage runs the method itself, over a different source of answers: the
@@ -15,16 +16,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from arms.multicall import Call, Caller, CallFailed, Method, MethodAnswer, trace_row
 from cmc.records import Question
 from common.calls import Prediction, Request
 from common.errors import DataError
 from common.io import canonical_json, sha256_text
-from harness.runs import Run
 from provenance.bundle import read_bundle_jsonl
 from sources.population import shard_slice
+
+if TYPE_CHECKING:
+    from harness.runs import Run
 
 log = logging.getLogger(__name__)
 Answer = Callable[[Request], Prediction]
@@ -38,7 +41,7 @@ class QuestionRun:
     failure: CallFailed | None = None
 
 
-def run_method(run: Run, method: Method, question: Question, answer: Answer) -> QuestionRun:
+def run_method(run: "Run", method: Method, question: Question, answer: Answer) -> QuestionRun:
     caller = Caller(run.reader, answer, method.prompt_version)
     try:
         result = method.answer(question, run.memories[question.history_id], caller)
@@ -47,13 +50,13 @@ def run_method(run: Run, method: Method, question: Question, answer: Answer) -> 
     return QuestionRun(question, caller.calls, result)
 
 
-def questions_to_generate(run: Run) -> list[Question]:
+def questions_to_generate(run: "Run") -> list[Question]:
     """The run's questions, or this shard's contiguous slice of them."""
     shard = run.population.shard
     return run.questions if shard is None else shard_slice(run.questions, shard)
 
 
-def generate_method(run: Run, method: Method, answer: Answer) -> list[QuestionRun]:
+def generate_method(run: "Run", method: Method, answer: Answer) -> list[QuestionRun]:
     """Run the method on every question, one call at a time. A failed call ends its
     question (the next questions still run); a rerun resends only failed calls."""
     done = []
@@ -90,7 +93,7 @@ def bundle_predictions(bundle: Path) -> dict[str, Prediction]:
     return predictions_by_id(read_bundle_jsonl(bundle, "predictions.jsonl"))
 
 
-def bundle_rows(run: Run, method: Method, done: list[QuestionRun]) -> dict[str, list[dict[str, Any]]]:
+def bundle_rows(run: "Run", method: Method, done: list[QuestionRun]) -> dict[str, list[dict[str, Any]]]:
     """The evidence, request and prediction rows of a method bundle."""
     evidence, requests, predictions = [], [], []
     for item in done:
@@ -114,7 +117,7 @@ def request_row(request: Request) -> dict[str, Any]:
             "text_sha256": sha256_text(text), "completion": request.completion is not None}
 
 
-def rerun_over(run: Run, method: Method, predictions: dict[str, Prediction],
+def rerun_over(run: "Run", method: Method, predictions: dict[str, Prediction],
                where: str) -> dict[str, list[dict[str, Any]]]:
     """Re-execute the method over held answers and return the bundle rows it gives."""
     answer = stored_answers(predictions.get, where)

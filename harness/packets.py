@@ -72,6 +72,5 @@ def write_run_evidence(run: "Run", only_if_stale: bool = False) -> Path:
         progress = tqdm(packets, total=len(run.dataset.questions), desc=f"evidence {arm.name}", disable=None,
                         mininterval=2)
         write_evidence(run.cfg, run.adapter.pin, progress)
-    run.evidence_written = True
     log.info("wrote %d evidence packets to %s", len(run.dataset.questions), path)
     return path

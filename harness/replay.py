@@ -13,14 +13,13 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from cmc.evidence import select_all
-from common.configurable import check_targets, config_nodes, current_names, instantiate_known
+from common.configurable import check_targets, config_nodes, current_names
 from common.errors import DataError
-from common.io import canonical_json, read_jsonl
+from common.io import read_jsonl
 from generation.service import no_generation
 from harness.config import compose
 from harness.confine import check_names, confined
-from harness.method_runs import predictions_by_id, rerun_over
+from harness.recheck import compare, recheck
 from harness.runs import Run
 from harness.schemas import check_config
 from provenance.bundle import read_bundle_jsonl, read_manifest, verify_seal
@@ -135,66 +134,24 @@ def _replay(bundle: Path, overrides: Sequence[str], scores_dir: str | Path | Non
     cfg = replay_config(bundle, overrides, manifest)
     with confined(cfg):
         run = Run(cfg, frozen_reader_pin=manifest["reader_pin"])
-        if run.extraction_differs(manifest):
-            recorded, rebuilt = manifest["extraction"], run.extraction_pin() or {}
-            sealed = recorded.get("records_sha256") if isinstance(recorded, dict) else None
-            report.mismatches.append(f"extraction: records {str(sealed)[:12]} sealed, "
-                                     f"{str(rebuilt.get('records_sha256'))[:12]} rebuilt from the frozen "
-                                     f"file or journal")
-        return _check(run, bundle, report, scores_dir)
+        differences, rebuilt = recheck(run, bundle, manifest, compare_config=False)
+        report.mismatches += [d.detail for d in differences]
+        if rebuilt is None:  # a method that took another path: nothing to rescore
+            return report
+        return _rescore(run, bundle, {"predictions.jsonl": read_bundle_jsonl(bundle, "predictions.jsonl"), **rebuilt},
+                        report, scores_dir)
 
 
-def _check(run: Run, bundle: Path, report: ReplayReport, scores_dir: str | Path | None) -> ReplayReport:
-    """Evidence, request ids and scores of an arm's bundle against what this code rebuilds."""
-    if run.method is not None:
-        return _replay_method(run, bundle, report, scores_dir)
-    stored = read_bundle_jsonl(bundle, "evidence.jsonl")
-    rebuilt = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories, run.questions)]
-    _compare(report, "evidence", stored, rebuilt, key=lambda row: canonical_json(row))
-
-    requests = read_bundle_jsonl(bundle, "requests.jsonl")
-    ids = [r.id for r in run.requests_for(rebuilt)]
-    _compare(report, "request id", [r["request_id"] for r in requests], ids, key=str)
-    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
-    _compare(report, "prediction request id", [p["request_id"] for p in predictions], ids, key=str)
-
+def _rescore(run: Run, bundle: Path, rows: dict[str, list[dict]], report: ReplayReport,
+             scores_dir: str | Path | None) -> ReplayReport:
+    """The outputs scored again with the released metric (an arm's sealed answers, a
+    method's re-executed ones), against the committed items."""
+    outputs = run.view.scored_outputs(rows)
     labels = LabelVault(run.adapter.load_labels).open(bundle)
-    rescored = [score_output(p["raw"], labels[p["question_id"]])["substring_em"] for p in predictions]
+    rescored = [score_output(output, labels[qid])["substring_em"] for qid, output in outputs]
     items = Path(scores_dir or run.scores_dir) / "items.jsonl"
-    if items.is_file():
-        _compare(report, "score", [row["substring_em"] for row in read_jsonl(items)], rescored, key=str)
-    report.checked = len(predictions)
+    if items.is_file() and (detail := compare("score", [row["substring_em"] for row in read_jsonl(items)], rescored,
+                                              str)):
+        report.mismatches.append(detail)
+    report.checked = len(outputs)
     return report
-
-
-def _replay_method(run: Run, bundle: Path, report: ReplayReport, scores_dir: str | Path | None) -> ReplayReport:
-    """Re-execute the method over the bundle's own answers (paper D.4): every call must be
-    one the bundle answered, in the same order, and give the same trace and answer."""
-    predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
-    try:
-        rows = rerun_over(run, run.method, predictions_by_id(predictions), str(bundle))  # one read of the file
-    except DataError as exc:
-        report.mismatches.append(f"calls: {exc}")
-        return report
-    sealed = read_bundle_jsonl(bundle, "evidence.jsonl")
-    _compare(report, "trace", sealed, rows["evidence.jsonl"], key=lambda row: canonical_json(row))
-    _compare(report, "request id", [r["request_id"] for r in read_bundle_jsonl(bundle, "requests.jsonl")],
-             [r["request_id"] for r in rows["requests.jsonl"]], key=str)
-    _compare(report, "prediction request id", [p["request_id"] for p in predictions],
-             [r["request_id"] for r in rows["requests.jsonl"]], key=str)
-    labels = LabelVault(run.adapter.load_labels).open(bundle)
-    rescored = [score_output(row["answer"], labels[row["question_id"]])["substring_em"] for row in rows["evidence.jsonl"]]
-    items = Path(scores_dir or run.scores_dir) / "items.jsonl"
-    if items.is_file():
-        _compare(report, "score", [row["substring_em"] for row in read_jsonl(items)], rescored, key=str)
-    report.checked = len(rows["evidence.jsonl"])
-    return report
-
-
-def _compare(report: ReplayReport, what: str, stored: list, rebuilt: list, key) -> None:
-    if len(stored) != len(rebuilt):
-        report.mismatches.append(f"{what}: {len(stored)} stored vs {len(rebuilt)} rebuilt")
-        return
-    bad = [i for i, (a, b) in enumerate(zip(stored, rebuilt)) if key(a) != key(b)]
-    if bad:
-        report.mismatches.append(f"{what}: {len(bad)} of {len(stored)} differ (first at row {bad[0]})")

@@ -24,6 +24,7 @@ from generation.journal import PredictionJournal
 from harness.confine import confined
 from harness.generate import run_generate
 from harness.method_runs import bundle_predictions
+from harness.recheck import recheck
 from harness.replay import ADDRESSES, overridden_keys, reader_keys, replay_config
 from harness.runs import Run
 from harness.seal import run_seal
@@ -92,6 +93,8 @@ def _reseal_in_place(bundle: Path, cfg: DictConfig, manifest: dict) -> Path:
     if run.bundle_dir.resolve() != bundle.resolve():
         raise DataError(f"{bundle}: its config seals to {run.bundle_dir}; reseal a bundle in its own place "
                         f"(or point paths.results_dir at the results folder that holds it)")
+    differences, _ = recheck(run, bundle, manifest, compare_config=False)
+    log.info("%s: the current code rebuilds %s", bundle, ", ".join(d.detail for d in differences) or "it unchanged")
     with run.lock:
         if aside.exists():
             raise DataError(f"{aside}: an interrupted reseal left the old bundle there; move it back to {bundle}")
@@ -100,10 +103,10 @@ def _reseal_in_place(bundle: Path, cfg: DictConfig, manifest: dict) -> Path:
         shutil.move(str(bundle), str(aside))
         try:
             writable_dir(run.work_dir)
-            seeded = seed_journal(aside, run.journal())
+            seeded = seed_journal(aside, PredictionJournal(run.journal_path))
             sittings = run.scores_dir / "sittings.jsonl"
             if sittings.is_file():  # the seal moves the work folder's sittings to the scores: carry them on
-                shutil.copyfile(sittings, run.sittings_path())
+                shutil.copyfile(sittings, run.sittings_path)
             for stage in (run_evidence, run_generate, run_seal):
                 stage(cfg, run)
             if changed := changed_answers(aside, bundle):

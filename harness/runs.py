@@ -9,7 +9,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from arms.multicall import Method
 from cmc.evidence import rebuild_text
 from cmc.frontends.llm import LLMFrontend
 from cmc.graph import Memory, build_memories
@@ -22,9 +21,9 @@ from generation.extractor_calls import ExtractorCalls
 from generation.journal import PredictionJournal
 from generation.locks import RunLock
 from generation.service import generation_order
-from generation.store import PredictionStore
 from harness.confine import check_name
 from harness.packets import evidence_is_current, evidence_path, write_run_evidence
+from harness.views import View, build_view
 from provenance.bundle import read_manifest
 from sources.population import Population, shard_slice
 
@@ -40,13 +39,30 @@ def build_frontend(node: Any, where: str = "frontend") -> Any:
 
 @dataclass
 class Run:
-    """Lazily built pieces of one run; every stage of one process shares them."""
+    """One run's context, shared by every stage of one process: its name, folders and files
+    fixed when it is made (plain attributes, so a stage reads them instead of asking), and
+    its heavier pieces (dataset, memories, reader, requests) built once, when first needed."""
 
     cfg: DictConfig
     prefill: dict[str, int] | None = None  # the reader's counters after generate
-    evidence_written: bool = False  # by this process, with this code
-    trace_checked: bool = False  # a method bundle's traces re-executed by this process
+    checked: bool = False  # its bundle re-checked (or just sealed) by this process
     frozen_reader_pin: dict[str, Any] | None = None  # a replayed bundle's; else read from this run's manifest
+
+    def __post_init__(self) -> None:
+        parts = {key: self.cfg[key].name for key in ("dataset", "frontend", "population", "arm", "reader")}
+        for key, part in {**parts, "experiment": self.cfg.experiment.name}.items():
+            check_name(key, part)  # names become folder names
+        self.name = "-".join(parts.values())
+        shard = self.population.shard
+        # "" for a whole run; ".shard-i-of-n" names a shard's own journal, sittings and lock
+        self.shard_suffix = "" if shard is None else f".shard-{shard[0]}-of-{shard[1]}"
+        paths, experiment = self.cfg.paths, self.cfg.experiment.name
+        self.bundle_dir = Path(paths.bundles_dir) / experiment / self.name
+        self.work_dir = Path(paths.work_dir) / experiment / self.name
+        self.scores_dir = Path(paths.scores_dir) / experiment / self.name
+        self.store_path = Path(paths.cache_dir) / "predictions.sqlite"
+        self.journal_path = self.work_dir / f"predictions{self.shard_suffix}.jsonl"  # this process's (or shard's)
+        self.sittings_path = self.work_dir / f"sittings{self.shard_suffix}.jsonl"
 
     @cached_property
     def adapter(self) -> Any:
@@ -63,12 +79,6 @@ class Run:
     @cached_property
     def questions(self) -> list[Question]:
         return self.population.select(self.dataset.questions)
-
-    @property
-    def shard_suffix(self) -> str:
-        """"" for a whole run; ".shard-i-of-n" names a shard's own journal, sittings and lock."""
-        shard = self.population.shard
-        return "" if shard is None else f".shard-{shard[0]}-of-{shard[1]}"
 
     @cached_property
     def frontend(self) -> Any:
@@ -112,47 +122,16 @@ class Run:
         return load_prompt(self.cfg.prompt)
 
     @cached_property
-    def method(self) -> Method | None:
-        """The configured view when it is a multi-call method (harness/method_runs.py), else
-        None: an arm, whose one request per question is built from its evidence packet."""
-        view = instantiate_known(self.cfg.arm)
-        return view if isinstance(view, Method) else None
-
-    @property
-    def prompt_version(self) -> str:
-        return self.method.prompt_version if self.method is not None else self.prompt.version
-
-    def reader_pin(self) -> dict[str, Any]:
-        """The pin every request of this run carries (a method's requests: read off an
-        empty completion, prepared, never sent)."""
-        if self.method is not None:
-            return self.reader.prepare_completion("", self.prompt_version, 1).pin
-        return self.requests[0].pin
-
-    @property
-    def name(self) -> str:
-        parts = {key: self.cfg[key].name for key in ("dataset", "frontend", "population", "arm", "reader")}
-        for key, part in {**parts, "experiment": self.cfg.experiment.name}.items():
-            check_name(key, part)  # names become folder names
-        return "-".join(parts.values())
+    def view(self) -> View:
+        """The configured view, an arm or a multi-call method, in the one shape every stage
+        asks (harness/views.py)."""
+        return build_view(self)
 
     @cached_property
     def lock(self) -> RunLock:
         """Held from generation to seal: one process per run (generation/locks.py)."""
         where = Path(self.cfg.paths.cache_dir) / "locks" / f"{self.cfg.experiment.name}-{self.name}{self.shard_suffix}.lock"
         return RunLock(where, f"run {self.cfg.experiment.name}/{self.name}{self.shard_suffix}")
-
-    @property
-    def bundle_dir(self) -> Path:
-        return Path(self.cfg.paths.bundles_dir) / self.cfg.experiment.name / self.name
-
-    @property
-    def work_dir(self) -> Path:
-        return Path(self.cfg.paths.work_dir) / self.cfg.experiment.name / self.name
-
-    @property
-    def scores_dir(self) -> Path:
-        return Path(self.cfg.paths.scores_dir) / self.cfg.experiment.name / self.name
 
     def packets(self) -> list[dict[str, Any]]:
         if not evidence_is_current(self.cfg, self.adapter.pin):
@@ -174,19 +153,9 @@ class Run:
             out.append(self.reader.prepare(self.prompt, text, question.text))
         return out
 
-    def store(self) -> PredictionStore:
-        return PredictionStore(Path(self.cfg.paths.cache_dir) / "predictions.sqlite")
-
-    def journal(self) -> PredictionJournal:
-        """This process's journal: the run's, or its shard's own (shards may run at once)."""
-        return PredictionJournal(self.work_dir / f"predictions{self.shard_suffix}.jsonl")
-
     def journals(self) -> list[PredictionJournal]:
         """Every journal in the work folder: the run's and each shard's, merged at seal."""
         return [PredictionJournal(p) for p in sorted(self.work_dir.glob("predictions*.jsonl"))]
-
-    def sittings_path(self) -> Path:
-        return self.work_dir / f"sittings{self.shard_suffix}.jsonl"
 
     def requests_to_generate(self) -> list[Request]:
         """The whole run's requests, or this shard's contiguous slice of them in generation

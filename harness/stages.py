@@ -22,11 +22,11 @@ from common.errors import DataError
 from common.io import atomic_write_text, json_text
 from harness.confine import confined
 from harness.generate import run_generate, run_prepare
-from harness.packets import write_run_evidence
+from harness.recheck import recheck
 from harness.runs import Run
 from harness.schemas import check_config
-from harness.seal import method_trace_changes, run_seal
-from provenance.bundle import SealError
+from harness.seal import run_seal
+from provenance.bundle import SealError, read_manifest
 from provenance.vault import LabelVault
 
 log = logging.getLogger(__name__)
@@ -35,19 +35,16 @@ log = logging.getLogger(__name__)
 def run_evidence(cfg: DictConfig, run: Run | None = None) -> Path:
     """An arm's packets; a method has none before generation (what it reads depends on its
     calls' answers: its trace is written at seal)."""
-    run = run or Run(cfg)
-    if run.method is not None:
-        log.info("%s is a multi-call method: no evidence stage, its reads are traced at seal", run.method.name)
-        return run.work_dir
-    return write_run_evidence(run)
+    return (run or Run(cfg)).view.write_evidence()
 
 
 def run_score(cfg: DictConfig, run: Run | None = None) -> Path:
     """Open labels through the vault (seal verified) and score every item."""
     run = run or Run(cfg)
-    if run.method is not None and not run.trace_checked and (changed := method_trace_changes(run)):
-        raise SealError(f"{run.bundle_dir}: its {', '.join(changed)} differ from re-executing {run.method.name} over "
-                        f"its own answers; not scored")
+    if run.view.recheck_before_scoring and not run.checked and (changed := recheck(
+            run, run.bundle_dir, read_manifest(run.bundle_dir), compare_config=False)[0]):
+        raise SealError(f"{run.bundle_dir}: its {', '.join(d.what for d in changed)} differ from re-executing "
+                        f"{run.view.name} over its own answers; not scored")
     labels = LabelVault(run.adapter.load_labels).open(run.bundle_dir)
     return score_bundle(run.bundle_dir, labels, {q.qid: q for q in run.dataset.questions}, run.scores_dir)
 

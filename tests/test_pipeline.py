@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -116,16 +117,16 @@ def test_rerun_with_a_changed_rule_refuses_the_stale_bundle(finished, tiny_model
 
 def test_a_seal_check_recomputes_evidence_instead_of_trusting_the_file(finished, tiny_model_dir):
     """stage=seal over a sealed bundle: packets left on disk by other code or another config
-    neither fail a bundle this code reproduces nor stand in for the evidence."""
+    neither fail a bundle this code reproduces nor stand in for the evidence, and the check,
+    being read-only, leaves them as they are."""
     tmp, bundle, _ = finished
     cfg = compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "stage=seal"))
     path = evidence_path(cfg)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps({**row, "positions": []}) + "\n" for row in rows))  # stale packets
-    run(cfg)  # no SealError: the check recomputed the packets
-    on_disk = {p["question_id"]: p for p in map(json.loads, path.read_text().splitlines())}
-    assert [on_disk[p["question_id"]] for p in read_bundle_jsonl(bundle, "evidence.jsonl")] == \
-        read_bundle_jsonl(bundle, "evidence.jsonl")
+    stale = "".join(json.dumps({**row, "positions": []}) + "\n" for row in rows)
+    path.write_text(stale)
+    run(cfg)  # no SealError: the check recomputed the packets in memory
+    assert path.read_text() == stale
 
 
 def test_packets_of_another_budget_are_recomputed_not_reused(finished, tiny_model_dir):
@@ -410,3 +411,24 @@ def test_reseal_keeps_the_old_bundle_when_the_store_disagrees_or_a_stage_fails(f
     with pytest.raises(RuntimeError, match="seal interrupted"):
         module.reseal(copy, places)
     assert bundle_bytes(copy) == before and not work.exists()
+
+
+def files_under(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file under root with its content hash and modification time (a rewrite with the
+    same bytes still shows)."""
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_checking_a_bundle_writes_nothing(finished, tiny_model_dir):
+    """Verification is read-only: a replay and a seal check over a sealed bundle leave every
+    file under the results and the caches as they were, byte for byte and untouched."""
+    tmp, bundle, scores = finished
+    before = files_under(tmp)
+    assert any(name.startswith("results/evidence/") for name in before) and any(
+        name.startswith("cache/") for name in before)
+    here = [f"paths.results_dir={tmp / 'results'}", f"paths.cache_dir={tmp / 'cache'}"]
+    report = replay(bundle, [f"reader.model.local_path={tiny_model_dir}", *here], scores_dir=scores)
+    assert report.ok, report.mismatches
+    run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "stage=seal")))
+    assert files_under(tmp) == before

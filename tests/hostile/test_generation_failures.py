@@ -8,7 +8,7 @@ import pytest
 
 from common.calls import Prediction
 from common.errors import DataError
-from harness.seal import check_failures
+from harness.views import check_failures
 from harness.stages import run
 from provenance.bundle import read_bundle_jsonl
 from readers.hf import HFReader

@@ -22,9 +22,9 @@ def _base(tmp_path, model) -> list[str]:
 def test_a_name_that_would_escape_results_is_refused(tmp_path, tiny_model_dir, override):
     with pytest.raises(DataError, match=r"\.name = .*use letters, digits"):  # when the config is checked
         compose_config(*_base(tmp_path, tiny_model_dir), override)
-    run = Run(compose_config(*_base(tmp_path, tiny_model_dir), override, check=False))
+    unchecked = compose_config(*_base(tmp_path, tiny_model_dir), override, check=False)
     with pytest.raises(DataError, match=r"\.name = .*use letters, digits"):  # and again where it becomes a path
-        run.bundle_dir
+        Run(unchecked)
 
 
 def test_bad_input_is_one_line_with_exit_status_2(tmp_path, tiny_model_dir):
