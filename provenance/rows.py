@@ -192,10 +192,10 @@ class Timings:
 @dataclass
 class TimingsV0:
     """timings.json (scores) as first written: wall seconds per stage at top level."""
-    evidence: float = doc("seconds")
-    generate: float = doc("seconds")
-    seal: float = doc("seconds")
-    score: float = doc("seconds")
+    evidence: float = doc("seconds", optional=True)
+    generate: float = doc("seconds", optional=True)
+    seal: float = doc("seconds", optional=True)
+    score: float = doc("seconds", optional=True)
 
 
 @dataclass

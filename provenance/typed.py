@@ -39,9 +39,11 @@ def fields(row_type: type) -> list[tuple[str, Any, bool, str]]:
 def check(row_types: tuple[type, ...], value: Any, where: str) -> None:
     """Raise DataError `<where>: <problem>` unless `value` is a row of one of `row_types`
     (a file with two row kinds names the problem of the kind whose fields it shares most)."""
-    problems = [_problem(t, value, "") for t in row_types]
-    if any(p is None for p in problems):
-        return
+    problems = []
+    for row_type in row_types:
+        if (problem := _problem(row_type, value, "")) is None:
+            return
+        problems.append(problem)
     keys = set(value) if isinstance(value, dict) else set()
     best = max(range(len(row_types)), key=lambda i: (len(keys & {f[0] for f in fields(row_types[i])}), -i))
     raise DataError(f"{where}: {problems[best]}")

@@ -11,6 +11,7 @@ from common.io import canonical_json, sha256_text
 from generation.store import PredictionStore
 from provenance.bundle import SealError, verify_seal, write_bundle
 from provenance.vault import LabelVault
+from tests import valid_rows as rows
 
 LABELS = {"q1": ("Paris",), "q2": ("Lima",)}
 
@@ -18,26 +19,11 @@ LABELS = {"q1": ("Paris",), "q2": ("Lima",)}
 POPULATION = {"name": "t", "n": 2, "question_ids_sha256": sha256_text(canonical_json(["q1", "q2"]))}
 
 
-MANIFEST = {"config": {"arm": "cmc"}, "git": {"commit": None, "dirty": None}, "packages": {}, "dataset_pin": {},
-            "reader_pin": {}, "prompt_version": "v1", "preregistered": {"contrasts": [], "by": "hop"},
-            "population": POPULATION}
-
-
-def _packet(qid):
-    return {"question_id": qid, "arm": "cmc", "positions": [0], "chars": 5, "sha256": "0" * 64, "truncated": False,
-            "trace": {}}
-
-
-def _request(qid, rid):
-    return {"question_id": qid, "request_id": rid, "reader": "r", "prompt_version": "v1", "generation": {},
-            "input_tokens": None, "evidence_truncated_tokens": 0, "messages_sha256": "0" * 64}
-
-
 def _bundle(tmp_path):
     return write_bundle(
-        tmp_path / "b", MANIFEST, [_packet("q1"), _packet("q2")], [_request("q1", "r1"), _request("q2", "r2")],
-        [{"question_id": "q1", "request_id": "r1", "raw": "Paris"},
-         {"question_id": "q2", "request_id": "r2", "raw": None, "error": "timeout"}],
+        tmp_path / "b", rows.manifest(config={"arm": "cmc"}, population=POPULATION),
+        [rows.packet("q1"), rows.packet("q2")], [rows.request("q1", "r1"), rows.request("q2", "r2")],
+        [rows.prediction("q1", "r1", raw="Paris"), rows.prediction("q2", "r2", raw=None, error="timeout")],
     )
 
 
