@@ -1,5 +1,6 @@
 """Score one sealed bundle: per-item correctness and per-hop accuracy with Wilson intervals.
-Written beside the bundle (results/scores/...), never inside it."""
+Written beside the bundle (results/scores/...), never inside it, each row checked against
+its type (provenance/rows.py) before either file is written."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +10,7 @@ from typing import Mapping, Sequence
 from analysis.tables import accuracy, bundle_items
 from cmc.records import Question
 from common.io import atomic_write_text, json_text, without_nan, write_jsonl
+from provenance.rows import check_document, check_rows
 from scoring.metrics import normalize_answer
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,9 @@ def score_bundle(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
                           for row in accuracy(items, ["hop"]).to_dict("records")}}
     if lost:
         summary["unwinnable"] = lost
-    write_jsonl(out_dir / "items.jsonl", without_nan(items[list(ITEM_FIELDS)].to_dict("records")))
+    rows = without_nan(items[list(ITEM_FIELDS)].to_dict("records"))
+    check_rows("items.jsonl", rows, out_dir / "items.jsonl")
+    check_document("summary.json", summary, out_dir / "summary.json")
+    write_jsonl(out_dir / "items.jsonl", rows)
     atomic_write_text(out_dir / "summary.json", json_text(summary))
     return out_dir

@@ -20,6 +20,7 @@ import pandas as pd
 from common.errors import DataError
 from generation.sittings import read_sittings, total
 from provenance.bundle import read_bundle_jsonl, read_manifest
+from provenance.rows import check_document, check_rows
 
 
 def engine_label(pin: Mapping[str, Any]) -> str:
@@ -59,7 +60,11 @@ def _nothing_sent(scores: Path) -> bool:
     request) or ran before sittings were recorded. Its timings.json tells them apart when
     its process counted prompt tokens: none counted means every answer came from the store."""
     path = scores / "timings.json"
-    prefill = json.loads(path.read_text(encoding="utf-8")).get("prefill") if path.is_file() else None
+    if not path.is_file():
+        return False
+    timings = json.loads(path.read_text(encoding="utf-8"))
+    check_document("timings.json", timings, path)
+    prefill = timings.get("prefill")
     return isinstance(prefill, dict) and prefill.get("prefill_tokens_total") == 0
 
 
@@ -69,6 +74,7 @@ def view_cost(view: str, bundle: Path, scores: Path) -> dict[str, Any]:
     if not scores.is_dir():
         raise DataError(f"{scores}: no scores folder for the sealed bundle {bundle} (score it first: stage=score)")
     sittings = read_sittings(scores / "sittings.jsonl")
+    check_rows("sittings.jsonl", sittings, scores / "sittings.jsonl")
     summed = total(sittings)
     predictions = read_bundle_jsonl(bundle, "predictions.jsonl")
     recorded = bool(sittings) or _nothing_sent(scores)

@@ -3,7 +3,8 @@
 A bundle is a folder: manifest.json, evidence.jsonl, requests.jsonl, predictions.jsonl and
 SEAL (the sha256 of each file and of the whole). It is assembled in a temporary sibling
 folder, sealed, made read-only and renamed into place, so a reader of `results/` sees a
-complete sealed bundle or none. Scores are written beside it, never inside.
+complete sealed bundle or none. Scores are written beside it, never inside. Every row is checked against its type
+(provenance/rows.py, published as docs/schemas/) before a bundle is written and when it is read.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Iterable
 from common.errors import DataError
 from common.io import (atomic_write_text, canonical_json, json_text, jsonl_text, read_json, read_jsonl, sha256_file,
                        sha256_text, writable_dir)
+from provenance.rows import check_document, check_rows
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"
@@ -38,11 +40,15 @@ def write_bundle(
     if target.exists():
         state = "a sealed bundle" if (target / SEAL).is_file() else "an unsealed folder (not made by a seal)"
         raise DataError(f"{target}: {state} is already there; bundles are immutable: move it away to seal again")
+    rows = {"evidence.jsonl": list(evidence), "requests.jsonl": list(requests), "predictions.jsonl": list(predictions)}
+    check_document("manifest.json", manifest, target / "manifest.json")  # a broken row writes nothing
+    for name, table in rows.items():
+        check_rows(name, table, target / name)
     staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
     shutil.rmtree(writable_dir(target.parent) / staging.name, ignore_errors=True)
     staging.mkdir()
     try:
-        _fill(staging, manifest, evidence, requests, predictions)
+        _fill(staging, manifest, *rows.values())
         os.replace(staging, target)
     except BaseException:  # a full disk or an interrupt leaves no half-written staging folder behind
         shutil.rmtree(staging, ignore_errors=True)
@@ -90,7 +96,10 @@ def _verified_record(bundle: Path) -> dict[str, Any]:
         raise SealError(f"{bundle}: holds files beyond a bundle's ({', '.join(extra)}); refusing it")
     try:
         recorded = json.loads(seal_path.read_text(encoding="utf-8"))
+        check_document("SEAL", recorded, seal_path)
         digests, seal = dict(recorded["files"]), str(recorded["seal"])
+    except DataError as exc:
+        raise SealError(f"{seal_path}: not a SEAL record ({exc})") from exc
     except (ValueError, KeyError, TypeError) as exc:
         raise SealError(f"{seal_path}: not a SEAL record ({type(exc).__name__}: {exc})") from exc
     for name in BUNDLE_FILES:
@@ -104,13 +113,17 @@ def _verified_record(bundle: Path) -> dict[str, Any]:
 
 
 def read_bundle_jsonl(path: str | Path, name: str) -> list[dict[str, Any]]:
-    return read_jsonl(Path(path) / name)
+    """A bundle file's rows, each checked against its type (DataError names line and field)."""
+    rows = read_jsonl(Path(path) / name)
+    check_rows(name, rows, Path(path) / name)
+    return rows
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
     manifest = read_json(Path(path) / "manifest.json")
     if not isinstance(manifest, dict):
         raise DataError(f"{Path(path) / 'manifest.json'}: a manifest is a JSON object")
+    check_document("manifest.json", manifest, Path(path) / "manifest.json")
     return manifest
 
 

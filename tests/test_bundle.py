@@ -11,6 +11,7 @@ from common.io import canonical_json, sha256_text
 from generation.store import PredictionStore
 from provenance.bundle import SealError, verify_seal, write_bundle
 from provenance.vault import LabelVault
+from tests import valid_rows as rows
 
 LABELS = {"q1": ("Paris",), "q2": ("Lima",)}
 
@@ -20,10 +21,9 @@ POPULATION = {"name": "t", "n": 2, "question_ids_sha256": sha256_text(canonical_
 
 def _bundle(tmp_path):
     return write_bundle(
-        tmp_path / "b", {"config": {"arm": "cmc"}, "population": POPULATION},
-        [{"question_id": "q1"}, {"question_id": "q2"}],
-        [{"question_id": "q1", "request_id": "r1"}, {"question_id": "q2", "request_id": "r2"}],
-        [{"question_id": "q1", "raw": "Paris"}, {"question_id": "q2", "raw": None, "error": "timeout"}],
+        tmp_path / "b", rows.manifest(config={"arm": "cmc"}, population=POPULATION),
+        [rows.packet("q1"), rows.packet("q2")], [rows.request("q1", "r1"), rows.request("q2", "r2")],
+        [rows.prediction("q1", "r1", raw="Paris"), rows.prediction("q2", "r2", raw=None, error="timeout")],
     )
 
 

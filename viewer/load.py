@@ -2,8 +2,9 @@
 of, and labels only through the vault (so only when the seal verifies).
 
 A bundle is someone else's data: its manifest's config is instantiated only through the
-project's allow-list, a value may reference nothing but the data folder, and a row with a
-missing or mistyped field is a DataError naming the file, line and field.
+project's allow-list, a value may reference nothing but the data folder, and a row with an
+unknown, missing or mistyped field is a DataError naming the file, line and field (every
+row is read through its type, provenance/rows.py).
 """
 from __future__ import annotations
 
@@ -21,13 +22,7 @@ from provenance.vault import LabelVault
 
 DATA_REF = "${paths.data_dir}"
 GRAMMAR = "cmc.frontends.grammar.GrammarFrontend"
-# (file, field) -> accepted types; None where the field may be null.
-FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "predictions.jsonl": {"question_id": (str,), "raw": (str, type(None))},
-    "evidence.jsonl": {"question_id": (str,), "positions": (list,), "chars": (int,), "sha256": (str,),
-                       "truncated": (bool,), "trace": (dict,)},
-    "requests.jsonl": {"question_id": (str,), "input_tokens": (int, type(None)), "evidence_truncated_tokens": (int,)},
-}
+ROW_FILES = ("predictions.jsonl", "evidence.jsonl", "requests.jsonl")  # each row checked as it is read
 
 
 @dataclass
@@ -101,10 +96,7 @@ def load_bundle(path: Path, manifest: dict[str, Any], adapter: Any, dataset: Dat
     for key in ("arm", "reader"):
         if not isinstance(_config_node(manifest, key, path).get("name"), str):
             raise DataError(f"{path / 'manifest.json'}: config.{key}.name is missing or not a string")
-    rows = {name: read_bundle_jsonl(path, name) for name in FIELDS}
-    for name, table in rows.items():
-        for line, row in enumerate(table, start=1):
-            check_row(row, FIELDS[name], f"{path / name}: line {line}")
+    rows = {name: read_bundle_jsonl(path, name) for name in ROW_FILES}
     questions = {q.qid for q in dataset.questions}
     by_id = {name: {row["question_id"]: row for row in rows[name]} for name in ("evidence.jsonl", "requests.jsonl")}
     for line, row in enumerate(rows["predictions.jsonl"], start=1):
@@ -126,20 +118,6 @@ def load_bundle(path: Path, manifest: dict[str, Any], adapter: Any, dataset: Dat
     return ViewedBundle(path.name, path, manifest, rows["predictions.jsonl"], by_id["evidence.jsonl"],
                         by_id["requests.jsonl"], dataset, seal, problem, labels, frontend_node,
                         rows["requests.jsonl"])
-
-
-def check_row(row: Any, fields: Mapping[str, tuple[type, ...]], where: str) -> None:
-    """DataError naming the first missing or mistyped field (bool is not an int here)."""
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: a row is a JSON object, got {type(row).__name__}")
-    for name, types in fields.items():
-        value = row.get(name, ...)
-        bad_bool = isinstance(value, bool) and bool not in types
-        if value is ... or not isinstance(value, types) or bad_bool:
-            raise DataError(f"{where}: field {name!r} is {'missing' if value is ... else repr(value)[:60]}; "
-                            f"expected {' or '.join(t.__name__ for t in types)}")
-    if "positions" in fields and not all(isinstance(p, int) and not isinstance(p, bool) for p in row["positions"]):
-        raise DataError(f"{where}: field 'positions' holds a non-integer")
 
 
 def _config_node(manifest: dict[str, Any], key: str, path: Path) -> dict[str, Any]:

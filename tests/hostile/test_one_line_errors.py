@@ -15,6 +15,7 @@ import provenance.bundle
 from common.errors import DataError, report_data_errors
 from harness.stages import run
 from provenance.bundle import write_bundle
+from tests import valid_rows as rows
 from tests.conftest import ROOT, compose_config
 from tests.hostile.conftest import left_unchanged
 from tests.hostile.servers import LocalServer
@@ -97,7 +98,8 @@ def test_a_full_disk_while_sealing_is_one_line_and_leaves_no_staging_folder(tmp_
         return real(path, text)
 
     monkeypatch.setattr(provenance.bundle, "atomic_write_text", fill_up)
-    err = one_line_exit(capsys, lambda: write_bundle(tmp_path / "bundle", {"a": 1}, [{}], [{}], [{}]))
+    err = one_line_exit(capsys, lambda: write_bundle(tmp_path / "bundle", rows.manifest(["q"]), [rows.packet("q")],
+                                                           [rows.request("q", "r")], [rows.prediction("q", "r")]))
     assert "requests.jsonl: No space left on device" in err, err
     assert list(tmp_path.iterdir()) == []  # neither the bundle nor a .staging-<pid> folder
 

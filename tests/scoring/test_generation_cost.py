@@ -12,6 +12,7 @@ import pytest
 
 from analysis.generation_cost import generation_table
 from common.errors import DataError
+from tests import valid_rows
 
 AMX = ["avx2", "avx512_bf16", "amx_bf16"]
 LLAMA = {"n_threads": 1, "system_info": "CPU : SSE3 = 1 | AVX2 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 0 | OPENMP = 1 |"}
@@ -20,9 +21,10 @@ LLAMA = {"n_threads": 1, "system_info": "CPU : SSE3 = 1 | AVX2 = 1 | AVX512_BF16
 def bundle(root: Path, name: str, pin: dict, runtimes: list[dict | None], ids: list[str] | None = None) -> Path:
     folder = root / "bundles" / name
     folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"reader_pin": pin}))
+    (folder / "manifest.json").write_text(json.dumps(valid_rows.manifest(reader_pin=pin)))
     ids = ids or [str(i) for i in range(len(runtimes))]
-    rows = [{"request_id": i, **({"runtime": r} if r else {})} for i, r in zip(ids, runtimes)]
+    rows = [valid_rows.prediction(f"q{n}", i, **({"runtime": r} if r else {}))
+            for n, (i, r) in enumerate(zip(ids, runtimes))]
     (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.method_costs import cost_table, outcome_table
+from tests import valid_rows
 
 
 def items(arm: str, rows: list[tuple[str, str, float, int, int, int]]) -> pd.DataFrame:
@@ -19,6 +20,7 @@ def items(arm: str, rows: list[tuple[str, str, float, int, int, int]]) -> pd.Dat
 
 def write_evidence(folder: Path, rows: list[dict]) -> Path:
     folder.mkdir(parents=True)
+    rows = [valid_rows.trace(**r) if "calls" in r else valid_rows.packet(**r) for r in rows]
     (folder / "evidence.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
