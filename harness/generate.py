@@ -17,6 +17,7 @@ from generation.store import PredictionStore
 from harness.runs import Run
 from provenance.bundle import read_manifest
 from provenance.manifest import build_manifest, config_differences, git_state
+from provenance.rows import check_document
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ def run_prepare(cfg: DictConfig, run: Run | None = None) -> Path:
         manifest["extraction"] = extraction
     path = run.work_dir / "manifest.json"
     if not path.is_file():
+        check_document("manifest.json", manifest, path)
         atomic_write_text(path, json_text(manifest))
     elif changed := config_differences(read_manifest(path.parent).get("config", {}), manifest["config"]):
         raise DataError(f"{path}: a different config was frozen for this run ({', '.join(changed[:5])} differ); "

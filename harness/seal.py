@@ -20,6 +20,7 @@ from generation.store import PredictionStore
 from harness.recheck import recheck
 from harness.runs import Run
 from provenance.bundle import SealError, read_manifest, write_bundle
+from provenance.rows import check_rows
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ def move_sittings(run: Run) -> None:
     if not rows:
         return
     log.info("generation: %(sittings)d sitting(s), %(requests)d requests, %(seconds).1f s", total(rows))
+    check_rows("sittings.jsonl", rows, run.scores_dir / "sittings.jsonl")
     atomic_write_text(run.scores_dir / "sittings.jsonl", jsonl_text(rows))
 
 

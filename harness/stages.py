@@ -27,6 +27,7 @@ from harness.runs import Run
 from harness.schemas import check_config
 from harness.seal import run_seal
 from provenance.bundle import SealError, read_manifest
+from provenance.rows import check_document
 from provenance.vault import LabelVault
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ def run_all(cfg: DictConfig) -> Path:
         return result
     if not already_sealed:  # a rerun over a sealed bundle must not replace the timings of the run that made it
         info = {"seconds": timings, **({"prefill": run.prefill} if run.prefill else {})}
+        check_document("timings.json", info, run.scores_dir / "timings.json")
         atomic_write_text(run.scores_dir / "timings.json", json_text(info, sort_keys=False))
     return result
 
