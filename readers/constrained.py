@@ -20,8 +20,10 @@ from transformers import LogitsProcessor, PreTrainedTokenizerBase
 from common.calls import Constraint
 from common.errors import DataError
 
-# llguidance's JSON layout: no free whitespace between tokens, the separators json.dumps writes.
-COMPACT_JSON = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# JSON is decoded compact in both engines, one layout (json.dumps with separators=(",", ":")):
+# a weak model otherwise spends its cap on whitespace, and the engines' replies differ in it.
+COMPACT_JSON = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
+_LLAMA_SPACE = '" "?'  # the space rule llama.cpp's schema converter writes
 
 
 def llguidance_module() -> Any:
@@ -72,7 +74,7 @@ def matcher(tokenizer: PreTrainedTokenizerBase, constraint: Constraint, n_vocab:
     read is a DataError naming llguidance's complaint."""
     llguidance = llguidance_module()
     text = constraint.grammar
-    if constraint.kind == "json_schema":  # compact JSON: a weak model otherwise fills its cap with whitespace
+    if constraint.kind == "json_schema":
         schema = json.loads(text)
         text = json.dumps({**schema, "x-guidance": {**schema.get("x-guidance", {}), **COMPACT_JSON}})
     try:
@@ -87,11 +89,11 @@ def matcher(tokenizer: PreTrainedTokenizerBase, constraint: Constraint, n_vocab:
 
 def llama_grammar(llama_cpp: Any, constraint: Constraint) -> Any:
     """llama.cpp's grammar for the constraint: GBNF as it is, a JSON schema through
-    llama.cpp's own converter."""
-    grammar_type = llama_cpp.LlamaGrammar
+    llama.cpp's own converter, its optional space between JSON tokens taken out."""
+    text = constraint.grammar
     try:
-        if constraint.kind == "json_schema":
-            return grammar_type.from_json_schema(constraint.grammar, verbose=False)
-        return grammar_type.from_string(constraint.grammar, verbose=False)
+        if constraint.kind == "json_schema":  # compact, as llguidance is told to write it
+            text = llama_cpp.llama_grammar.json_schema_to_gbnf(text).replace(f"space ::= {_LLAMA_SPACE}", 'space ::= ""')
+        return llama_cpp.LlamaGrammar.from_string(text, verbose=False)
     except (ValueError, RuntimeError) as exc:
         raise DataError(f"constraint ({constraint.kind}) is not a grammar llama.cpp reads: {exc}") from exc
