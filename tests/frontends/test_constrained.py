@@ -130,3 +130,15 @@ def test_llama_cpp_constrained_replies_always_parse(hf, tiny_model_dir, tmp_path
     for batch, raw in zip(BATCHES, calls.replies):  # and each reply is one the other engine's grammar takes
         assert accepts(hf, (json_schema if reply_format == "json" else lines_grammar)(batch), raw + "\n" * (
             reply_format == "lines")), raw
+
+
+def test_a_served_extractor_gets_the_json_schema_through_response_format(hf, tmp_path):
+    """The OpenAI-compatible path: the json reply's schema goes out as response_format and the
+    served tiny model (readers.serve, transformers engine) decodes under it."""
+    from readers.openai_api import OpenAIReader
+    from readers.serve import OpenAIServer, ReaderBackend
+
+    with OpenAIServer(ReaderBackend(hf, model_id="tiny")) as server, OpenAIReader(
+            "tiny_api", server.url, "tiny", api_key_env=None, max_new_tokens=160, max_retries=0) as api:
+        bad, calls = run_batches(api, tmp_path, "json", constrained=True)
+    assert bad == 0 and all(json.loads(raw)["records"] for raw in calls.replies), calls.replies
