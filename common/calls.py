@@ -27,6 +27,32 @@ def strip_think(text: str) -> str:
     return text.split("<think>", 1)[0].strip()
 
 
+CONSTRAINT_KINDS = ("json_schema", "gbnf")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What a reply must match, enforced by the engine while it decodes (constrained
+    decoding): `json_schema`, a JSON schema as canonical JSON text; or `gbnf`, a grammar in
+    llama.cpp's GBNF (which llguidance reads too). Part of a request's identity when set."""
+
+    kind: str
+    grammar: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in CONSTRAINT_KINDS:
+            raise DataError(f"constraint kind {self.kind!r} is not one of {', '.join(CONSTRAINT_KINDS)}")
+        if not isinstance(self.grammar, str) or not self.grammar.strip():
+            raise DataError("a constraint needs a non-empty grammar text")
+
+    @classmethod
+    def json_schema(cls, schema: dict[str, Any]) -> "Constraint":
+        return cls("json_schema", canonical_json(schema))
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "grammar": self.grammar}
+
+
 @dataclass(frozen=True)
 class Request:
     reader: str  # reader config name, e.g. "qwen35_4b"
@@ -40,6 +66,9 @@ class Request:
     # whole input, no chat template, and `messages` is empty. Chat requests leave it None and
     # keep the identity they always had.
     completion: str | None = None
+    # What the reply must match (constrained decoding). Unconstrained requests leave it None
+    # and keep the identity they always had; a set constraint enters the id.
+    constraint: Constraint | None = None
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -48,7 +77,11 @@ class Request:
             "messages": list(self.messages), "generation": self.generation,
             "input_ids": list(self.input_ids) if self.input_ids is not None else None,
         }
-        return identity if self.completion is None else {**identity, "completion": self.completion}
+        if self.completion is not None:
+            identity["completion"] = self.completion
+        if self.constraint is not None:
+            identity["constraint"] = self.constraint.to_json()
+        return identity
 
     @property
     def id(self) -> str:
@@ -64,10 +97,11 @@ class Request:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Request":
-        ids = data.get("input_ids")
+        ids, constraint = data.get("input_ids"), data.get("constraint")
         return cls(data["reader"], data["pin"], data["prompt_version"], tuple(data["messages"]),
                    data["generation"], tuple(ids) if ids is not None else None,
-                   data.get("evidence_truncated_tokens", 0), data.get("completion"))
+                   data.get("evidence_truncated_tokens", 0), data.get("completion"),
+                   Constraint(constraint["kind"], constraint["grammar"]) if constraint is not None else None)
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, bool]:

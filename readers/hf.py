@@ -15,15 +15,16 @@ from typing import Any, Literal, Sequence
 
 import torch
 import transformers
-from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, PreTrainedModel,
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LogitsProcessorList, PreTrainedModel,
                           PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList)
 
-from common.calls import Prediction, Request, check_greedy, cut_at_stop, strip_think
+from common.calls import Constraint, Prediction, Request, check_greedy, cut_at_stop, strip_think
 from common.configurable import configurable
 from common.errors import DataError
 from common.io import canonical_json, sha256_text
 from common.prompt import Prompt
 from readers.compute import DTYPES, cpu_summary, resolve_dtype
+from readers.constrained import GrammarMask
 from readers.input_cap import evidence_cut, kept_evidence
 from readers.long_prefix import new_cache, use_prefill_gqa
 from readers.models import ModelSource
@@ -233,22 +234,18 @@ class HFReader:
                             f"answer would carry the wrong version in its id. Finish that run with transformers "
                             f"{self._legacy_transformers}, or move its work folder away and start it again")
         try:
-            new = self._generate_ids(request.input_ids, request.generation)
+            new = self._generate_ids(request.input_ids, request.generation, request.constraint)
         except torch.OutOfMemoryError as exc:
             if self.device.startswith("cuda"):
                 torch.cuda.empty_cache()
             return Prediction(request.id, None, model=self.model_id, error=f"OutOfMemoryError: {exc}")
         raw, finish_reason = answer_text(self.tokenizer, request, new, self.model.generation_config.eos_token_id)
-        return Prediction(
-            request_id=request.id,
-            raw=raw,
-            finish_reason=finish_reason,
-            usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
-            model=self.model_id,
-            runtime=self.runtime,
-        )
+        return Prediction(request_id=request.id, raw=raw, finish_reason=finish_reason,
+                          usage={"prompt_tokens": len(request.input_ids), "completion_tokens": len(new)},
+                          model=self.model_id, runtime=self.runtime)
 
-    def _generate_ids(self, ids: tuple[int, ...], generation: dict[str, Any]) -> list[int]:
+    def _generate_ids(self, ids: tuple[int, ...], generation: dict[str, Any], constraint: Constraint | None = None
+                      ) -> list[int]:
         inputs = torch.tensor([ids], device=self.device)
         self.prefill_tokens_total += len(ids)
         cache, reused = self._cached_prefix(ids) if self.prefix_cache else (None, 0)
@@ -258,6 +255,9 @@ class HFReader:
         generation = dict(generation)
         if stop := generation.pop("stop", None):  # a completion's stop strings, in the continuation only
             generation["stopping_criteria"] = StoppingCriteriaList([StopInContinuation(self.tokenizer, len(ids), stop)])
+        if constraint is not None:  # readers/constrained.py: tokens outside the grammar masked at every step
+            eos = self.model.generation_config.eos_token_id
+            generation["logits_processor"] = LogitsProcessorList([GrammarMask(self.tokenizer, constraint, len(ids), eos)])
         out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), cache=cache, **generation)
         return out[0, len(ids):].tolist()
 

@@ -16,10 +16,11 @@ import os
 from functools import cached_property
 from typing import Any, Sequence
 
-from common.calls import Prediction, Request, cut_at_stop
+from common.calls import Constraint, Prediction, Request, cut_at_stop
 from common.configurable import configurable
 from common.errors import DataError
 from common.prompt import Prompt
+from readers.constrained import llama_grammar
 from readers.hf import HFReader, answer_text, common_prefix_len
 from readers.offline import PyPIGGUFModel
 
@@ -145,7 +146,8 @@ class LlamaCppReader:
         if request.reader != self.name or request.pin != self.pin:
             raise ValueError(f"request {request.id} was prepared for {request.reader} {request.pin}, "
                              f"not {self.name} {self.pin}")
-        new = self.generate_ids(request.input_ids, int(request.generation["max_new_tokens"]), request.stop)
+        new = self.generate_ids(request.input_ids, int(request.generation["max_new_tokens"]), request.stop,
+                                request.constraint)
         raw, finish_reason = answer_text(self.tokenizer, request, new, tuple(self.eos_token_ids))
         return Prediction(
             request_id=request.id,
@@ -155,10 +157,12 @@ class LlamaCppReader:
             model=self.model_id, runtime=self.runtime,
         )
 
-    def generate_ids(self, ids: tuple[int, ...], max_new_tokens: int, stop: Sequence[str] = ()) -> list[int]:
+    def generate_ids(self, ids: tuple[int, ...], max_new_tokens: int, stop: Sequence[str] = (),
+                     constraint: Constraint | None = None) -> list[int]:
         """The new token ids for `ids`, up to the first EOS, the token completing a stop
         string, or max_new_tokens. Without prefix_cache the context is reset first, so every
-        request starts cold."""
+        request starts cold. A constraint runs llama.cpp's grammar sampler before greedy."""
+        grammar = llama_grammar(llama_cpp_module(), constraint) if constraint is not None else None
         llm = self.llama(len(ids) + max_new_tokens)
         self.prefill_tokens_total += len(ids)
         if self.prefix_cache:  # what llama.cpp's prefix match will keep (at least one token is recomputed)
@@ -168,7 +172,7 @@ class LlamaCppReader:
             llm.reset()
         new: list[int] = []
         for token in llm.generate(list(ids), temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-                                  reset=True):
+                                  reset=True, grammar=grammar):
             new.append(int(token))
             if token in self.eos_token_ids or len(new) >= max_new_tokens:
                 break

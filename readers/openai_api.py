@@ -22,6 +22,7 @@ from common.configurable import configurable
 from common.errors import ServiceError
 from common.prompt import Prompt
 from common.secrets import register_secret, scrub
+from readers.structured import response_format
 from readers.transport import RETRY_STATUS, Retryable, Terminal, plain, retry_after, url_password
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class OpenAIReader:
         }
         body.update({"messages": [dict(m) for m in request.messages]} if request.completion is None
                     else {"prompt": request.completion})
+        if request.constraint is not None:
+            body["response_format"] = response_format(request.constraint)
         return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     # -- transport ------------------------------------------------------------------------

@@ -26,7 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from common.calls import Constraint, Request
 from common.errors import DataError
+from readers.structured import response_constraint
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,10 @@ class ChatBackend(Protocol):
     model_id: str
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int,
-                 chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
-        """Greedy chat completion of `messages`, at most `max_tokens` new tokens."""
+                 chat_template_kwargs: dict[str, Any] | None = None, constraint: Constraint | None = None
+                 ) -> Completion:
+        """Greedy chat completion of `messages`, at most `max_tokens` new tokens, inside the
+        constraint if one is given (a request's `response_format`)."""
 
     def complete_text(self, prompt: str, max_tokens: int) -> Completion:
         """Greedy raw-text continuation of `prompt`, at most `max_tokens` new tokens."""
@@ -69,18 +73,17 @@ class ReaderBackend:
         return list(self.reader.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int,
-                 chat_template_kwargs: dict[str, Any] | None = None) -> Completion:
-        from common.calls import Request
-
+                 chat_template_kwargs: dict[str, Any] | None = None, constraint: Constraint | None = None
+                 ) -> Completion:
         ids = self.encode(messages, chat_template_kwargs)
         request = Request(self.reader.name, self.reader.pin, "served", tuple(messages),
-                          {"max_new_tokens": max_tokens, "do_sample": False}, tuple(ids))
+                          {"max_new_tokens": max_tokens, "do_sample": False}, tuple(ids), constraint=constraint)
         return self._answer(request)
 
     def complete_text(self, prompt: str, max_tokens: int) -> Completion:
         return self._answer(self.reader.prepare_completion(prompt, "served", max_tokens))
 
-    def _answer(self, request: Any) -> Completion:
+    def _answer(self, request: Request) -> Completion:
         pred = self.reader.generate(request)
         if pred.error is not None or pred.raw is None:
             raise RuntimeError(pred.error or "reader returned no answer")
@@ -181,13 +184,16 @@ class OpenAIServer:
             return 400, _error("`max_tokens` must be a positive integer")
         if request.get("stream"):
             return 400, _error("streaming is not supported")
-        kwargs = request.get("chat_template_kwargs")
+        kwargs, constraint = request.get("chat_template_kwargs"), response_constraint(request.get("response_format"))
+        if isinstance(constraint, str) or (raw_text and constraint is not None):
+            return 400, _error(constraint if isinstance(constraint, str) else "response_format needs chat completions")
         with self._generate_lock:
             if raw_text:
                 done = self.backend.complete_text(prompt, max_tokens)
             else:
-                done = self.backend.complete([{"role": m["role"], "content": m["content"]} for m in messages],
-                                             max_tokens, kwargs if isinstance(kwargs, dict) else None)
+                done = self.backend.complete([{"role": m["role"], "content": m["content"]} for m in messages], max_tokens,
+                                             kwargs if isinstance(kwargs, dict) else None,
+                                             **({"constraint": constraint} if constraint is not None else {}))
         choice = {"index": 0, "text": done.text} if raw_text else {
             "index": 0, "message": {"role": "assistant", "content": done.text}}
         return 200, {

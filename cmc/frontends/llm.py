@@ -31,8 +31,9 @@ from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
                                        parse_lines_reply, parse_reply)
+from cmc.frontends.reply_grammar import GRAMMAR_VERSION, json_schema, lines_grammar
 from cmc.records import History, Record
-from common.calls import Reader, Request
+from common.calls import Constraint, Reader, Request
 from common.configurable import configurable
 from common.errors import DataError
 from common.io import canonical_json, sha256_text
@@ -51,10 +52,11 @@ class ReplyFormat:
     prompt: str        # common/prompts/<prompt>.json
     ask: str           # the request's last line, before the records' span
     parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
+    grammar: Callable[[Sequence[Record]], Constraint]  # a batch's reply grammar (`constrained`)
 
 
-REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply),
-                 "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply)}
+REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply, json_schema),
+                 "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply, lines_grammar)}
 
 
 def corpus_of(histories: Iterable[History]) -> History:
@@ -76,12 +78,13 @@ class LLMFrontend:
     `empty_fallback` is what a read with an empty selection falls back to under this
     frontend: the original history (Algorithm 1); `read.empty_fallback` takes it from here.
     After `prepare`, `metadata` holds what the frozen file records beside the records (the
-    alignment, the cost; an older file may lack the cost).
+    alignment, the cost; an older file may lack the cost). `constrained` decodes each batch
+    under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
-                 empty_fallback: str = "history", reply_format: str = "json") -> None:
+                 empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False) -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -90,7 +93,7 @@ class LLMFrontend:
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
-        self.reply_format, self.reply = reply_format, REPLY_FORMATS[reply_format]
+        self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
         self.extract_prompt, self.align_prompt = load_prompt(self.reply.prompt), load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
@@ -116,8 +119,9 @@ class LLMFrontend:
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
+        grammar = {"reply_grammar": GRAMMAR_VERSION} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
-                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines}
+                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
@@ -253,7 +257,9 @@ class LLMFrontend:
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
         lines.append(f"{self.reply.ask} {self._span(batch)}.")
-        return self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
+        request = self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
+        # `constrained`: the engine decodes the reply under the format's grammar for this batch
+        return dataclasses.replace(request, constraint=self.reply.grammar(batch)) if self.constrained else request
 
     def _align_request(self, catalogue: dict[str, str]) -> Request:
         evidence = "\n".join(f"{i}. {name}: {example}" for i, (name, example) in enumerate(catalogue.items(), 1))

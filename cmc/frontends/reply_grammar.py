@@ -1,0 +1,102 @@
+"""The grammars the extractor's replies are decoded under when the frontend is `constrained`
+(issue 38): one per reply format, built per batch from the batch's records, so a reply the
+parser would reject for its shape cannot be decoded, and every subject and object is a
+literal span of its own record (whole words; in JSON at most MAX_SPAN_WORDS of them, as an
+enum, while the lines grammar spells any run of words with one rule per word). Replies are
+still parsed and validated (cmc/frontends/llm_replies.py) as the last check: a grammar cannot
+say that an object differs from its subject, or that one slot has one value.
+
+json: a JSON schema (one entry per record, in order, its id fixed). lines: a GBNF grammar (one
+block of lines per record, in order, each starting with its number). Bump GRAMMAR_VERSION when
+either accepts other replies: it is part of a constrained frontend's fingerprint.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from cmc.records import Record
+from common.calls import Constraint
+
+GRAMMAR_VERSION = 1
+MAX_SPAN_WORDS = 10  # a subject or object longer than this is not an entity name
+MAX_TRIPLES = 4  # per record: a record with more facts than this is better left to a repair
+RELATION_PATTERN = "[a-z][a-z0-9_]{0,31}"  # a snake_case slot name, as relation_slug writes it
+OTHER_STATUSES = ("unresolved", "no_fact")  # the statuses that come without triples
+_WORD = re.compile(r"\w+")
+
+
+def spans(text: str) -> list[str]:
+    """Every run of 1 to MAX_SPAN_WORDS consecutive words of the record, with the record's own
+    characters between them (no span crosses a '|' or a line break, which the lines format
+    reserves)."""
+    words = [m.span() for m in _WORD.finditer(text)]
+    out: dict[str, None] = {}
+    for i, (start, _) in enumerate(words):
+        for j in range(i, min(i + MAX_SPAN_WORDS, len(words))):
+            value = text[start:words[j][1]]
+            if "|" in value or "\n" in value:
+                break
+            out[value] = None
+    return list(out)
+
+
+def json_schema(batch: Sequence[Record]) -> Constraint:
+    """The json reply's schema for this batch: {"records": [one entry per record, in order]},
+    an entry being {"id", "status": "facts", "triples"} or {"id", "status": unresolved | no_fact}."""
+    def entry(record: Record) -> dict[str, Any]:
+        span = {"enum": spans(record.text)}
+        triple = {"type": "array", "prefixItems": [span, {"type": "string", "pattern": f"^{RELATION_PATTERN}$"}, span],
+                  "items": False, "minItems": 3}
+        facts = {"id": {"const": record.pos}, "status": {"const": "facts"},
+                 "triples": {"type": "array", "items": triple, "minItems": 1, "maxItems": MAX_TRIPLES}}
+        other = {"id": {"const": record.pos}, "status": {"enum": list(OTHER_STATUSES)}}
+        return {"anyOf": ([_closed(facts)] if span["enum"] else []) + [_closed(other)]}
+
+    records = {"type": "array", "prefixItems": [entry(r) for r in batch], "items": False, "minItems": len(batch)}
+    return Constraint.json_schema(_closed({"records": records}))
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def lines_grammar(batch: Sequence[Record]) -> Constraint:
+    """The lines reply's GBNF for this batch: for each record in order, "N | unresolved",
+    "N | no_fact", or 1 to MAX_TRIPLES lines "N | subject | relation | object"."""
+    rules = [f"root ::= {' '.join(f'r{r.pos}' for r in batch)}",
+             f"status ::= {' | '.join(_literal(s) for s in OTHER_STATUSES)}",
+             f"relation ::= [a-z] [a-z0-9_]{{0,31}}"]
+    for record in batch:
+        head = _literal(f"{record.pos} | ")
+        options = ["status"]
+        if _WORD.search(record.text):
+            fact = f's{record.pos} " | " relation " | " s{record.pos}'
+            options.append(f'f{record.pos} ("\\n" {head} f{record.pos}){{0,{MAX_TRIPLES - 1}}}')
+            rules.append(f"f{record.pos} ::= {fact}")
+            rules += _span_rules(record)
+        rules.append(f'r{record.pos} ::= {head} ({" | ".join(options)}) "\\n"')
+    return Constraint("gbnf", "\n".join(rules) + "\n")
+
+
+def _span_rules(record: Record) -> list[str]:
+    """s<pos> ::= any span of the record: w<pos>-<i> is a span starting at word i, which is
+    that word, then optionally the record's text up to the next word and a span starting
+    there (so the grammar stays linear in the record's length)."""
+    words = [m.span() for m in _WORD.finditer(record.text)]
+    name = lambda i: f"w{record.pos}-{i}"  # noqa: E731
+    rules = [f"s{record.pos} ::= {' | '.join(name(i) for i in range(len(words)))}"]
+    for i, (start, end) in enumerate(words):
+        word, more = _literal(record.text[start:end]), ""
+        if i + 1 < len(words):
+            gap = record.text[end:words[i + 1][0]]
+            if "|" not in gap and "\n" not in gap:
+                more = f" ({_literal(gap)} {name(i + 1)})?"
+        rules.append(f"{name(i)} ::= {word}{more}")
+    return rules
+
+
+def _literal(text: str) -> str:
+    """A GBNF string literal (JSON's escapes, which GBNF reads)."""
+    return json.dumps(text, ensure_ascii=False)
