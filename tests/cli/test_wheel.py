@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA_DIR, ROOT
+from tests.test_layers import PACKAGES
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ("pyproject.toml", "README.md", "cmc", "arms", "scoring", "harness", "viewer", "conf", "datasets/paper")
+SOURCES = ("pyproject.toml", "README.md", *PACKAGES, "conf", "datasets/paper")
 CHECKOUT_OUTPUTS = ("results", ".cache", "outputs", "multirun", "build", "cmc_harness.egg-info")
 
 
