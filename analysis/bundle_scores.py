@@ -1,6 +1,6 @@
 """Score one sealed bundle: per-item correctness and per-hop accuracy with Wilson intervals.
 Written beside the bundle (results/scores/...), never inside it, each row checked against
-its type (provenance/rows.py) before either file is written."""
+its type (provenance/row_types.py) before either file is written."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from analysis.tables import accuracy, bundle_items
 from cmc.records import Question
 from common.io import atomic_write_text, json_text, without_nan, write_jsonl
-from provenance.rows import check_document, check_rows
+from provenance.row_types import check_document, check_rows
 from scoring.metrics import normalize_answer
 
 log = logging.getLogger(__name__)

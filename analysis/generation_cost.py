@@ -20,7 +20,7 @@ import pandas as pd
 from common.errors import DataError
 from generation.sittings import read_sittings, total
 from provenance.bundle import read_bundle_jsonl, read_manifest
-from provenance.rows import check_document, check_rows
+from provenance.row_types import check_document, check_rows
 
 
 def engine_label(pin: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from generation.store import PredictionStore
 from harness.runs import Run
 from provenance.bundle import read_manifest
 from provenance.manifest import build_manifest, config_differences, git_state
-from provenance.rows import check_document
+from provenance.row_types import check_document
 
 log = logging.getLogger(__name__)
 

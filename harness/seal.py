@@ -20,7 +20,7 @@ from generation.store import PredictionStore
 from harness.recheck import recheck
 from harness.runs import Run
 from provenance.bundle import SealError, read_manifest, write_bundle
-from provenance.rows import check_rows
+from provenance.row_types import check_rows
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from harness.runs import Run
 from harness.schemas import check_config
 from harness.seal import run_seal
 from provenance.bundle import SealError, read_manifest
-from provenance.rows import check_document
+from provenance.row_types import check_document
 from provenance.vault import LabelVault
 
 log = logging.getLogger(__name__)

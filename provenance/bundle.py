@@ -4,7 +4,7 @@ A bundle is a folder: manifest.json, evidence.jsonl, requests.jsonl, predictions
 SEAL (the sha256 of each file and of the whole). It is assembled in a temporary sibling
 folder, sealed, made read-only and renamed into place, so a reader of `results/` sees a
 complete sealed bundle or none. Scores are written beside it, never inside. Every row is checked against its type
-(provenance/rows.py, published as docs/schemas/) before a bundle is written and when it is read.
+(provenance/row_types.py, published as docs/schemas/) before a bundle is written and when it is read.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any, Iterable
 from common.errors import DataError
 from common.io import (atomic_write_text, canonical_json, json_text, jsonl_text, read_json, read_jsonl, sha256_file,
                        sha256_text, writable_dir)
-from provenance.rows import check_document, check_rows
+from provenance.row_types import check_document, check_rows
 
 BUNDLE_FILES = ("manifest.json", "evidence.jsonl", "requests.jsonl", "predictions.jsonl")
 SEAL = "SEAL"

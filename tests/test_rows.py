@@ -13,7 +13,7 @@ import pytest
 
 from common.errors import DataError
 from provenance.bundle import BUNDLE_FILES, SEAL, read_bundle_jsonl, read_manifest, verify_seal, write_bundle
-from provenance.rows import FILES, check_document, check_rows, schema_texts
+from provenance.row_types import FILES, check_document, check_rows, schema_texts
 from tests.conftest import ROOT
 
 SCHEMAS = ROOT / "docs" / "schemas"
@@ -29,7 +29,7 @@ def _rows(path: Path) -> list:
 
 
 def test_published_schemas_are_the_row_types():
-    """docs/schemas/ is generated (provenance.rows.publish_schemas): it cannot drift from the types."""
+    """docs/schemas/ is generated (provenance.row_types.publish_schemas): it cannot drift from the types."""
     assert {p.name: p.read_text(encoding="utf-8") for p in SCHEMAS.glob("*.json")} == schema_texts()
 
 

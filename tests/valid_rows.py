@@ -1,4 +1,4 @@
-"""Smallest rows each bundle file's type accepts (provenance/rows.py), for tests that make
+"""Smallest rows each bundle file's type accepts (provenance/row_types.py), for tests that make
 bundles by hand: a test states only the fields it is about."""
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ of, and labels only through the vault (so only when the seal verifies).
 A bundle is someone else's data: its manifest's config is instantiated only through the
 project's allow-list, a value may reference nothing but the data folder, and a row with an
 unknown, missing or mistyped field is a DataError naming the file, line and field (every
-row is read through its type, provenance/rows.py).
+row is read through its type, provenance/row_types.py).
 """
 from __future__ import annotations
 

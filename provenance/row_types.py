@@ -242,7 +242,7 @@ def schema(name: str) -> dict[str, Any]:
     kinds = [schema_of(t) for t in row_types]
     what = "Each line of" if lines else "The JSON document"
     return {"$schema": DRAFT, "title": name,
-            "description": f"{what} {name}, as cmc-harness writes and reads it (provenance/rows.py).",
+            "description": f"{what} {name}, as cmc-harness writes and reads it (provenance/row_types.py).",
             **(kinds[0] if len(kinds) == 1 else {"oneOf": kinds})}
 
 
