@@ -8,6 +8,7 @@ answers, and nothing is generated: an extraction it needs must be frozen or jour
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -59,20 +60,41 @@ def _recheck(run: "Run", bundle: Path, manifest: dict[str, Any],
     sealed_requests = read_bundle_jsonl(bundle, "requests.jsonl")
     checks = (
         ("evidence.jsonl", run.view.evidence_label, read_bundle_jsonl(bundle, "evidence.jsonl"), rows["evidence.jsonl"],
-         canonical_json),
-        ("requests.jsonl", "request id", [r["request_id"] for r in sealed_requests], rebuilt_ids, str),
-        ("requests.jsonl", "request", sealed_requests, rows["requests.jsonl"], canonical_json),
-        ("predictions.jsonl", "prediction request id", [p["request_id"] for p in predictions], rebuilt_ids, str),
+         same_within_kernels),
+        ("requests.jsonl", "request id", [r["request_id"] for r in sealed_requests], rebuilt_ids, same),
+        ("requests.jsonl", "request", sealed_requests, rows["requests.jsonl"], same),
+        ("predictions.jsonl", "prediction request id", [p["request_id"] for p in predictions], rebuilt_ids, same),
     )
-    for what, label, sealed, rebuilt, key in checks:
-        if (detail := compare(label, sealed, rebuilt, key)) and not any(d.what == what for d in found):
+    for what, label, sealed, rebuilt, equal in checks:
+        if (detail := compare(label, sealed, rebuilt, equal)) and not any(d.what == what for d in found):
             found.append(Difference(what, detail))
     return found, rows
 
 
-def compare(label: str, stored: list, rebuilt: list, key: Callable[[Any], str]) -> str | None:
+# How far a score a trace records (a relation's embedding similarity, kept to 6 decimals) may
+# move between CPUs: the kernels' summation order differs (AVX-512 vs AMX), the last digit with
+# it. Everything else in a row (positions, text hashes, answers, ids) must be equal.
+KERNEL_TOLERANCE = 1e-5
+
+
+def same(a: Any, b: Any) -> bool:
+    return canonical_json(a) == canonical_json(b)
+
+
+def same_within_kernels(a: Any, b: Any) -> bool:
+    """Equal rows, but for floats within KERNEL_TOLERANCE of each other."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_within_kernels(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_within_kernels(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=0, abs_tol=KERNEL_TOLERANCE)
+    return type(a) is type(b) and a == b
+
+
+def compare(label: str, stored: list, rebuilt: list, equal: Callable[[Any, Any], bool] = same) -> str | None:
     """One line saying how two row lists differ, or None when they are equal."""
     if len(stored) != len(rebuilt):
         return f"{label}: {len(stored)} stored vs {len(rebuilt)} rebuilt"
-    bad = [i for i, (a, b) in enumerate(zip(stored, rebuilt)) if key(a) != key(b)]
+    bad = [i for i, (a, b) in enumerate(zip(stored, rebuilt)) if not equal(a, b)]
     return f"{label}: {len(bad)} of {len(stored)} differ (first at row {bad[0]})" if bad else None

@@ -150,8 +150,7 @@ def _rescore(run: Run, bundle: Path, rows: dict[str, list[dict]], report: Replay
     labels = LabelVault(run.adapter.load_labels).open(bundle)
     rescored = [score_output(output, labels[qid])["substring_em"] for qid, output in outputs]
     items = Path(scores_dir or run.scores_dir) / "items.jsonl"
-    if items.is_file() and (detail := compare("score", [row["substring_em"] for row in read_jsonl(items)], rescored,
-                                              str)):
+    if items.is_file() and (detail := compare("score", [row["substring_em"] for row in read_jsonl(items)], rescored)):
         report.mismatches.append(detail)
     report.checked = len(outputs)
     return report

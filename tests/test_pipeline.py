@@ -432,3 +432,19 @@ def test_checking_a_bundle_writes_nothing(finished, tiny_model_dir):
     assert report.ok, report.mismatches
     run(compose_config(*overrides(tmp, tiny_model_dir, "arm=cmc", "stage=seal")))
     assert files_under(tmp) == before
+
+
+def test_a_recorded_score_may_move_in_its_last_digit_between_cpus_and_nothing_else_may():
+    """A trace keeps embedding similarities to 6 decimals, and their last digit moves with the
+    CPU's kernels (AVX-512 vs AMX): within 1e-5 a float is the same; a position, a text hash,
+    an integer or a larger move is not."""
+    from harness.recheck import compare, same_within_kernels
+
+    row = {"positions": [3, 5], "trace": {"steps": [{"score": 0.548131, "fact": "x"}]}, "sha256": "ab"}
+    moved = {**row, "trace": {"steps": [{"score": 0.54813, "fact": "x"}]}}
+    assert same_within_kernels(row, moved) and compare("trace", [row], [moved], same_within_kernels) is None
+    for other in ({**row, "trace": {"steps": [{"score": 0.5482, "fact": "x"}]}}, {**row, "positions": [3, 6]},
+                  {**row, "sha256": "ac"}, {**row, "trace": {"steps": [{"score": 1, "fact": "x"}]}}):
+        assert not same_within_kernels(row, other)
+    assert compare("trace", [row, row], [row, {**row, "positions": [3]}], same_within_kernels) == \
+        "trace: 1 of 2 differ (first at row 1)"
