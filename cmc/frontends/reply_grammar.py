@@ -19,26 +19,42 @@ from typing import Any, Sequence
 from cmc.records import Record
 from common.calls import Constraint
 
-GRAMMAR_VERSION = 1
+GRAMMAR_VERSION = 2  # 2: a span keeps a period inside the sentence ("Inc. was"); no forced newline at the end
 MAX_SPAN_WORDS = 10  # a subject or object longer than this is not an entity name
 MAX_TRIPLES = 4  # per record: a record with more facts than this is better left to a repair
 RELATION_PATTERN = "[a-z][a-z0-9_]{0,31}"  # a snake_case slot name, as relation_slug writes it
 OTHER_STATUSES = ("unresolved", "no_fact")  # the statuses that come without triples
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\w+\.(?=\w)|\w+")  # "D.C": the period inside an abbreviation stays in it
+_PERIOD_AFTER = re.compile(r"\.(?=\s+\S)")  # "Inc." inside a sentence; a sentence's last period is not a name's
+
+
+def _words(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, end with its period) of every word: a span may end either way where a
+    period follows inside the sentence ("Apple Inc. was"), as the grammar frontend keeps it;
+    a record's final period is the sentence's ("... is Washington, D.C" then ".")."""
+    out = []
+    for match in _WORD.finditer(text):
+        start, end = match.span()
+        if not text[start:end].endswith(".") and (m := _PERIOD_AFTER.match(text, end)):
+            out.append((start, end, m.end()))
+        else:
+            out.append((start, end, end))
+    return out
 
 
 def spans(text: str) -> list[str]:
     """Every run of 1 to MAX_SPAN_WORDS consecutive words of the record, with the record's own
     characters between them (no span crosses a '|' or a line break, which the lines format
     reserves)."""
-    words = [m.span() for m in _WORD.finditer(text)]
+    words = _words(text)
     out: dict[str, None] = {}
-    for i, (start, _) in enumerate(words):
+    for i, (start, _, _) in enumerate(words):
         for j in range(i, min(i + MAX_SPAN_WORDS, len(words))):
             value = text[start:words[j][1]]
             if "|" in value or "\n" in value:
                 break
             out[value] = None
+            out[text[start:words[j][2]]] = None
     return list(out)
 
 
@@ -76,7 +92,8 @@ def lines_grammar(batch: Sequence[Record]) -> Constraint:
             options.append(f'f{record.pos} ("\\n" {head} f{record.pos}){{0,{MAX_TRIPLES - 1}}}')
             rules.append(f"f{record.pos} ::= {fact}")
             rules += _span_rules(record)
-        rules.append(f'r{record.pos} ::= {head} ({" | ".join(options)}) "\\n"')
+        end = '"\\n"?' if record is batch[-1] else '"\\n"'  # the last record may end the reply at once
+        rules.append(f'r{record.pos} ::= {head} ({" | ".join(options)}) {end}')
     return Constraint("gbnf", "\n".join(rules) + "\n")
 
 
@@ -84,16 +101,17 @@ def _span_rules(record: Record) -> list[str]:
     """s<pos> ::= any span of the record: w<pos>-<i> is a span starting at word i, which is
     that word, then optionally the record's text up to the next word and a span starting
     there (so the grammar stays linear in the record's length)."""
-    words = [m.span() for m in _WORD.finditer(record.text)]
+    words = _words(record.text)
     name = lambda i: f"w{record.pos}-{i}"  # noqa: E731
     rules = [f"s{record.pos} ::= {' | '.join(name(i) for i in range(len(words)))}"]
-    for i, (start, end) in enumerate(words):
-        word, more = _literal(record.text[start:end]), ""
+    for i, (start, end, with_period) in enumerate(words):
+        endings = [_literal(record.text[end:with_period])] if with_period > end else []  # "Inc." ends here
         if i + 1 < len(words):
             gap = record.text[end:words[i + 1][0]]
             if "|" not in gap and "\n" not in gap:
-                more = f" ({_literal(gap)} {name(i + 1)})?"
-        rules.append(f"{name(i)} ::= {word}{more}")
+                endings.append(f"{_literal(gap)} {name(i + 1)}" if gap else name(i + 1))
+        more = f" ({' | '.join(endings)})?" if endings else ""
+        rules.append(f"{name(i)} ::= {_literal(record.text[start:end])}{more}")
     return rules
 
 

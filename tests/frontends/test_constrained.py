@@ -142,3 +142,15 @@ def test_a_served_extractor_gets_the_json_schema_through_response_format(hf, tmp
             "tiny_api", server.url, "tiny", api_key_env=None, max_new_tokens=160, max_retries=0) as api:
         bad, calls = run_batches(api, tmp_path, "json", constrained=True)
     assert bad == 0 and all(json.loads(raw)["records"] for raw in calls.replies), calls.replies
+
+
+def test_a_name_keeps_a_period_inside_the_sentence_as_the_grammar_frontend_does():
+    """"Apple Inc. was founded ..." and "... is Washington, D.C.": the grammar frontend reads
+    'Apple Inc.' and 'Washington, D.C'; both must be spans (and the lines grammar must spell
+    them), and the sentence's last period is no name's."""
+    found = spans("Apple Inc. was founded by Steve Jobs.")
+    assert {"Apple Inc.", "Apple Inc", "Steve Jobs"} <= set(found) and "Steve Jobs." not in found
+    found = spans("The capital of United States of America is Washington, D.C.")
+    assert "Washington, D.C" in found and "Washington, D.C." not in found
+    grammar = lines_grammar([Record(1, "Apple Inc. was founded by Steve Jobs.")]).grammar
+    assert 'w1-1 ::= "Inc" ("." | ". " w1-2)?' in grammar and grammar.rstrip().endswith('"\\n"?')
