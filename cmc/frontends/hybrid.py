@@ -31,7 +31,7 @@ from typing import Any
 
 from cmc.extraction import Extraction, RecordExtraction
 from cmc.frontends import ExtractorCalls
-from cmc.frontends.batched import REVIEW_MODES
+from cmc.frontends.batched import REVIEW_MODES, span_of
 from cmc.frontends.llm import LLMFrontend, learn
 from cmc.frontends.rules import RULES_VERSION, Rule, RuleBook
 from cmc.records import History, Record
@@ -85,7 +85,15 @@ class HybridFrontend(LLMFrontend):
                                     {1: review_problem(Counter({"capital": 1, "capital_city": 1}))})
         return {**super().decisive(), "min_support": self.min_support, "checks": self.checks,
                 "round_batches": self.round_batches, "rules": RULES_VERSION, "review": review.id,
-                **({"review_mode": self.review} if self.review != "per_statement" else {})}
+                **(self._batched_review_probe() if self.review == "batched" else {})}
+
+    def _batched_review_probe(self) -> dict[str, Any]:
+        """A batched review's mode and the id of an example two-statement review request."""
+        records = [Record(1, "The capital of Peru is Lima."), Record(3, "The capital of Chile is Santiago.")]
+        problem = review_problem(Counter({"capital": 1, "capital_city": 1}))
+        probe = self.batch_request(records, {"capital": records[0].text}, dict.fromkeys((1, 3), problem),
+                                   span_of(records))
+        return {"review_mode": self.review, "review_probe": probe.id}
 
     def _extract(self, corpus: History, calls: ExtractorCalls) -> tuple[Extraction, dict[str, Any]]:
         book = RuleBook(corpus, self.min_support, self.checks)

@@ -183,3 +183,16 @@ def test_a_batched_review_over_the_input_cap_is_asked_in_chunks_that_fit(tmp_pat
     assert [r.count("was rejected") for r in reviews] == [2, 2]
     assert [r.splitlines()[-1] for r in reviews] == ["Give the JSON for records 1 to 2.", "Give the JSON for records 3 to 4."]
     assert metadata["cost"]["calls_by_purpose"]["review"] == 2 and len(extraction.records) == 4
+
+
+def test_batched_repair_and_review_together_give_the_per_record_extraction(tmp_path):
+    history = History("synthetic", "", tuple(Record(i, t) for i, t in enumerate(CORPUS, 1)))
+    args = {"renamed": "was_written_in_the_language_of", "renamed_after": 4, "conflicted": "is_married_to",
+            "hopeless": (11, 12), "misquoted": (1, 2, 3)}
+    per_record, before = hybrid(history, tmp_path / "a", GrammarOracle(**args))
+    batched, after = hybrid(history, tmp_path / "b", GrammarOracle(**args), repair="batched", review="batched")
+    assert batched.records == per_record.records and after["hybrid"] == before["hybrid"]
+    calls = before["cost"]["calls_by_purpose"], after["cost"]["calls_by_purpose"]
+    # batch 1 (1 to 4) rejects 1, 2, 3; batch 3 rejects 11, 12: five repairs per record, two batched
+    assert calls == ({"align": 1, "extract": 3, "repair": 5, "review": 3},
+                     {"align": 1, "extract": 3, "repair": 2, "review": 2})
