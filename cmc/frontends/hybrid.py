@@ -11,8 +11,9 @@ corpus order, `round_batches` batches in all; then
 1. every direct extraction of one triple induces its statement's rule, and each rule's
    evidence is every directly extracted statement it matches (cmc/frontends/rules.py);
 2. conflict review: the statements of a rule whose evidence disagrees, those apart from the
-   majority's reading (all on a tie), are asked again, one record per call, told how its
-   form was read; an answer that validates replaces theirs; a rule whose evidence still
+   majority's reading (all on a tie), are asked again, one record per call (`review:
+   per_statement`) or all of a rule's in one call (`review: batched`, cmc/frontends/batched.py),
+   told how their form was read; an answer that validates replaces theirs; a rule whose evidence still
    disagrees is rejected for good;
 3. the kept rules (at least `min_support` statements of evidence, all agreeing) cover every
    statement exactly one of them matches.
@@ -30,6 +31,7 @@ from typing import Any
 
 from cmc.extraction import Extraction, RecordExtraction
 from cmc.frontends import ExtractorCalls
+from cmc.frontends.batched import REVIEW_MODES, span_of
 from cmc.frontends.llm import LLMFrontend, learn
 from cmc.frontends.rules import RULES_VERSION, Rule, RuleBook
 from cmc.records import History, Record
@@ -61,25 +63,37 @@ class HybridFrontend(LLMFrontend):
     direct extractions keep a rule (one example cannot show that a form is consistent);
     `checks` how many more of a kept rule's statements, spread over the corpus, are
     extracted directly to test it (an over-general rule meets the forms it misreads there);
-    `round_batches` how many batches are extracted directly between two inductions. The
+    `round_batches` how many batches are extracted directly between two inductions; `review`
+    asks a rule's dissenters one a call (`per_statement`) or all in one (`batched`). The
     other parameters are the LLM frontend's."""
 
     def __init__(self, name: str = "hybrid", min_support: int = 2, checks: int = 2, round_batches: int = 1,
-                 **kwargs: Any) -> None:
+                 review: str = "per_statement", **kwargs: Any) -> None:
         if min_support < 1 or checks < 0 or round_batches < 1:
             raise ValueError(f"min_support and round_batches must be >= 1 and checks >= 0, "
                              f"got {min_support}, {round_batches}, {checks}")
+        if review not in REVIEW_MODES:
+            raise ValueError(f"review must be one of {', '.join(REVIEW_MODES)}, got {review!r}")
         super().__init__(name=name, **kwargs)
-        self.min_support, self.checks, self.round_batches = min_support, checks, round_batches
+        self.min_support, self.checks, self.round_batches, self.review = min_support, checks, round_batches, review
 
     def decisive(self) -> dict[str, Any]:
         """The LLM frontend's, plus the rule parameters, rule semantics and the id of an
-        example conflict-review request (its wording)."""
+        example conflict-review request (its wording); a batched review adds its mode."""
         example = Record(1, "The capital of Peru is Lima.")
         review = self.batch_request([example], {"capital": example.text},
                                     {1: review_problem(Counter({"capital": 1, "capital_city": 1}))})
         return {**super().decisive(), "min_support": self.min_support, "checks": self.checks,
-                "round_batches": self.round_batches, "rules": RULES_VERSION, "review": review.id}
+                "round_batches": self.round_batches, "rules": RULES_VERSION, "review": review.id,
+                **(self._batched_review_probe() if self.review == "batched" else {})}
+
+    def _batched_review_probe(self) -> dict[str, Any]:
+        """A batched review's mode and the id of an example two-statement review request."""
+        records = [Record(1, "The capital of Peru is Lima."), Record(3, "The capital of Chile is Santiago.")]
+        problem = review_problem(Counter({"capital": 1, "capital_city": 1}))
+        probe = self.batch_request(records, {"capital": records[0].text}, dict.fromkeys((1, 3), problem),
+                                   span_of(records))
+        return {"review_mode": self.review, "review_probe": probe.id}
 
     def _extract(self, corpus: History, calls: ExtractorCalls) -> tuple[Extraction, dict[str, Any]]:
         book = RuleBook(corpus, self.min_support, self.checks)
@@ -112,12 +126,19 @@ class HybridFrontend(LLMFrontend):
 
     def _review(self, calls: ExtractorCalls, corpus: History, book: RuleBook, direct: dict[int, RecordExtraction],
                 catalogue: dict[str, str]) -> None:
-        """Conflict review, once per rule: its dissenting statements asked again; an answer
-        that validates replaces their direct extraction. Rules still in conflict are rejected."""
+        """Conflict review, once per rule: its dissenting statements asked again (one a call,
+        or all in one call, in chunks that fit); an answer that validates replaces their direct
+        extraction. Rules still in conflict are rejected."""
         evidence = book.evidence(direct)
         for rule in book.conflicts(evidence):
             book.reviewed.add(rule)
             problem = review_problem(Counter(evidence[rule].values()))
+            if self.review == "batched":
+                records = [corpus.record(pos) for pos in dissenters(evidence[rule])]
+                fixed, _ = self.ask_records(calls, records, catalogue, dict.fromkeys(evidence[rule], problem), "review")
+                direct.update(fixed)
+                learn(catalogue, records, fixed)
+                continue
             for pos in dissenters(evidence[rule]):
                 record = corpus.record(pos)
                 fixed, _ = self._ask(calls, [record], catalogue, {pos: problem}, "review")

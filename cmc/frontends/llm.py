@@ -1,6 +1,7 @@
 """Direct LLM extraction (paper section 3, appendix D.1): a frozen reader reads the history in
 batches of numbered records, gives each record one status and names its relations itself.
-Literal-span validation, a per-record repair and one source-only alignment call turn its
+Literal-span validation, repair (per record, or batched: cmc/frontends/batched.py) and one
+source-only alignment call turn its
 replies into a validated Extraction (the reply parsing is cmc/frontends/llm_replies.py). It
 never sees a question or an answer.
 
@@ -28,6 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
+from cmc.frontends.batched import REPAIR_MODES, BatchedCalls
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
                                        parse_lines_reply, parse_reply)
@@ -69,7 +71,7 @@ def corpus_of(histories: Iterable[History]) -> History:
 
 
 @configurable
-class LLMFrontend:
+class LLMFrontend(BatchedCalls):
     """Extraction by a frozen reader (`extractor`), validated against the source records.
 
     `frozen` names a frozen extraction to use as it is, whoever made it (another machine,
@@ -80,20 +82,25 @@ class LLMFrontend:
     After `prepare`, `metadata` holds what the frozen file records beside the records (the
     alignment, the cost; an older file may lack the cost). `constrained` decodes each batch
     under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
+    `repair` asks a batch's rejected records one a call (`per_record`) or all in one (`batched`).
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
-                 empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False) -> None:
+                 empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
+                 repair: str = "per_record") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
             raise ValueError(f"reply_format must be one of {', '.join(REPLY_FORMATS)}, got {reply_format!r}")
+        if repair not in REPAIR_MODES:
+            raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, got {repair!r}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
+        self.repair = repair
         self.extract_prompt, self.align_prompt = load_prompt(self.reply.prompt), load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
@@ -121,7 +128,8 @@ class LLMFrontend:
         lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
         grammar = {"reply_grammar": GRAMMAR_VERSION} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
-                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar}
+                "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
+                **self.repair_decisive()}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
@@ -223,19 +231,13 @@ class LLMFrontend:
 
     def extract_batch(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str]
                       ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        """One batch asked directly, then each rejected record repaired on its own: the
-        validated extractions, and what is still wrong with every record never got right."""
+        """One batch asked directly, then its rejected records repaired, told what was wrong,
+        up to `repair_rounds` times (`repair_round`): the validated extractions, and what is
+        still wrong with every record never got right."""
         accepted, problems = self._ask(calls, batch, catalogue, {}, "extract")
         for _ in range(self.repair_rounds):
-            # One statement per repair call, told what was wrong: short enough that a
-            # reply cut by the token cap cannot recur, and a bad neighbour cannot spoil it.
-            retried: dict[int, str] = {}
-            for pos, problem in sorted(problems.items()):
-                record = next(r for r in batch if r.pos == pos)
-                fixed, still = self._ask(calls, [record], catalogue, {pos: problem}, "repair")
-                accepted.update(fixed)
-                retried.update(still)
-            problems = retried
+            fixed, problems = self.repair_round(calls, batch, catalogue, problems)
+            accepted.update(fixed)
         return accepted, problems
 
     def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
@@ -252,11 +254,12 @@ class LLMFrontend:
         relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
         return Extraction(self.frontend_id, corpus.history_id, tuple(aligned), relations), alignment
 
-    def batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str]) -> Request:
+    def batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str],
+                      span: str | None = None) -> Request:
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
-        lines.append(f"{self.reply.ask} {self._span(batch)}.")
+        lines.append(f"{self.reply.ask} {span or self._span(batch)}.")
         request = self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
         # `constrained`: the engine decodes the reply under the format's grammar for this batch
         return dataclasses.replace(request, constraint=self.reply.grammar(batch)) if self.constrained else request
@@ -270,8 +273,10 @@ class LLMFrontend:
         return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
 
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
-             problems: dict[int, str], purpose: str) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = calls.answer(self.batch_request(batch, catalogue, problems), self._span(batch), purpose)
+             problems: dict[int, str], purpose: str, span: str | None = None
+             ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
+        prediction = calls.answer(self.batch_request(batch, catalogue, problems, span), span or self._span(batch),
+                                  purpose)
         accepted, rejected = self.reply.parse(prediction.raw or "", batch)
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}

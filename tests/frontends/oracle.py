@@ -28,8 +28,8 @@ class GrammarOracle:
     - `conflicted`: statements at even numbers name this relation `<relation>_x`, in every
       answer, repairs included: the extractor's own inconsistency, which nothing fixes.
     - `misquoted`: the batch answer paraphrases this statement's subject (rejected); the
-      repair call, told why, gets it right.
-    - `hopeless`: this statement is never answered, in its batch or on repair.
+      repair call, told why, gets it right. A tuple names several.
+    - `hopeless`: this statement is never answered, in its batch or on repair. A tuple names several.
     - `doubled`: this statement gets a second object for its slot (its first word), which
       passes validation but must leave it unresolved.
     Replies come in a code fence with chatter after it, braces included. `users` keeps every
@@ -38,8 +38,8 @@ class GrammarOracle:
 
     model_id = "grammar-oracle"
 
-    def __init__(self, renamed: str = "", renamed_after: int = 0, conflicted: str = "", misquoted: int = 0,
-                 hopeless: int = 0, doubled: int = 0) -> None:
+    def __init__(self, renamed: str = "", renamed_after: int = 0, conflicted: str = "",
+                 misquoted: int | tuple[int, ...] = 0, hopeless: int | tuple[int, ...] = 0, doubled: int = 0) -> None:
         self.grammar = GrammarFrontend(str(TEMPLATES))
         self.renamed, self.renamed_after, self.conflicted = renamed, renamed_after, conflicted
         self.misquoted, self.hopeless, self.doubled = misquoted, hopeless, doubled
@@ -58,7 +58,7 @@ class GrammarOracle:
         records = [(int(pos), text) for pos, text in re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)]
         repair = "was rejected" in user
         self.calls.append("repair" if repair else "batch")
-        entries = [self._entry(pos, text, repair) for pos, text in records if pos != self.hopeless]
+        entries = [self._entry(pos, text, repair) for pos, text in records if not named(pos, self.hopeless)]
         if "Write one line for every record" in system:  # reply_format: lines
             text = "Here are the lines:\n" + "\n".join(lines_of(e) for e in entries) + "\n(all checked)"
         else:
@@ -73,11 +73,15 @@ class GrammarOracle:
                 triple[1] += "_alt"
             if triple[1] == self.conflicted and pos % 2 == 0:
                 triple[1] += "_x"
-            if pos == self.misquoted and not repair:
+            if named(pos, self.misquoted) and not repair:
                 triple[0] = f"the famous {triple[0]}"
         if pos == self.doubled:
             triples.append([triples[0][0], triples[0][1], text.split()[0]])
         return {"id": pos, "status": parsed.status, "triples": triples}
+
+
+def named(pos: int, which: int | tuple[int, ...]) -> bool:
+    return pos in which if isinstance(which, tuple) else pos == which
 
 
 def lines_of(entry: dict) -> str:
