@@ -57,8 +57,8 @@ class ArmView:
 
     evidence_label, recheck_before_scoring = "evidence", False
 
-    def __init__(self, run: "Run") -> None:
-        self.run, self.name = run, run.cfg.arm.name
+    def __init__(self, run: "Run", arm: Any) -> None:
+        self.run, self.arm, self.name = run, arm, run.cfg.arm.name
 
     @property
     def prompt_version(self) -> str:
@@ -90,8 +90,7 @@ class ArmView:
         """Packets selected anew in memory (never read back from an earlier run's file, never
         written) and the requests built from them; the answers are not needed."""
         run = self.run
-        packets = [e.packet() for e in select_all(instantiate_known(run.cfg.arm), run.dataset, run.memories,
-                                                  run.questions)]
+        packets = [e.packet() for e in select_all(self.arm, run.dataset, run.memories, run.questions)]
         return {"evidence.jsonl": packets, "requests.jsonl": request_rows(run.questions, run.requests_for(packets))}
 
     def scored_outputs(self, rows: Rows) -> list[tuple[str, str | None]]:
@@ -140,7 +139,7 @@ class MethodView:
 def build_view(run: "Run") -> View:
     """The configured view: a multi-call method if the arm config builds one, else an arm."""
     view = instantiate_known(run.cfg.arm)
-    return MethodView(run, view) if isinstance(view, Method) else ArmView(run)
+    return MethodView(run, view) if isinstance(view, Method) else ArmView(run, view)
 
 
 def request_rows(questions: list[Any], requests: list[Request]) -> list[dict[str, Any]]:

@@ -95,8 +95,8 @@ class MethodTrace(Packet):
 
 
 @dataclass
-class ArmRequest:
-    """requests.jsonl, an arm's row: what the bundle keeps of the reader request."""
+class RequestRow:
+    """What requests.jsonl keeps of every reader request, an arm's or a method's call."""
     question_id: str = doc("question id")
     request_id: str = doc("request id (sha256 of the request's identity)")
     reader: str = doc("reader name")
@@ -104,20 +104,18 @@ class ArmRequest:
     generation: dict[str, Any] = doc("generation parameters (engine-specific)")
     input_tokens: int | None = doc("input tokens (null: not counted by this engine)")
     evidence_truncated_tokens: int = doc("evidence tokens cut by the input cap")
+
+
+@dataclass
+class ArmRequest(RequestRow):
+    """requests.jsonl, an arm's row: what the bundle keeps of the reader request."""
     messages_sha256: str = doc("sha256 of the canonical JSON messages")
 
 
 @dataclass
-class MethodRequest:
+class MethodRequest(RequestRow):
     """requests.jsonl, a multi-call method's row: one reader call."""
-    question_id: str = doc("question id")
     step: str = doc("the method's step name")
-    request_id: str = doc("request id (sha256 of the request's identity)")
-    reader: str = doc("reader name")
-    prompt_version: str = doc("version of the reader prompt")
-    generation: dict[str, Any] = doc("generation parameters (engine-specific)")
-    input_tokens: int | None = doc("input tokens (null: not counted by this engine)")
-    evidence_truncated_tokens: int = doc("evidence tokens cut by the input cap")
     text_sha256: str = doc("sha256 of the completion text, or of the canonical JSON messages")
     completion: bool = doc("whether the request is a raw completion rather than chat messages")
 
