@@ -20,10 +20,16 @@ def _csv(items: Sequence[str]) -> str:
     return ",".join(str(item) for item in items)
 
 
-def _frontend_name(kind: str, extractor: str, reply_format: str) -> str:
-    """`${frontend_name:llm,${.extractor.name},${.reply_format}}`: one run folder per
-    extractor and reply format (the JSON format, the first one, keeps the plain name)."""
-    return f"{kind}_{extractor}" if reply_format == "json" else f"{kind}_{reply_format}_{extractor}"
+def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | None = None) -> str:
+    """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt}}`: one run folder
+    per extractor, reply format and extraction prompt (the JSON format, the first one, keeps
+    the plain name; a prompt other than the format's own names the style instead:
+    extract_lines_examples gives llm_lines_examples_<extractor>)."""
+    from cmc.frontends.llm import REPLY_FORMATS
+
+    default = REPLY_FORMATS[reply_format].prompt if reply_format in REPLY_FORMATS else None
+    style = reply_format if prompt in (None, default) else prompt.removeprefix("extract_")
+    return f"{kind}_{extractor}" if style == "json" else f"{kind}_{style}_{extractor}"
 
 
 OmegaConf.register_new_resolver("csv", _csv, replace=True)

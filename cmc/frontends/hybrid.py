@@ -122,7 +122,7 @@ class HybridFrontend(LLMFrontend):
         summary = {**book.summary(direct, covered), "statements": len(corpus), "rounds": rounds,
                    "extracted_directly": len(direct), "covered_by_rules": len(covered),
                    "unresolved": len(extraction.positions("unresolved"))}
-        return extraction, {"alignment": alignment, "hybrid": summary}
+        return extraction, {"alignment": alignment, "hybrid": summary, **self.reading_metadata()}
 
     def _review(self, calls: ExtractorCalls, corpus: History, book: RuleBook, direct: dict[int, RecordExtraction],
                 catalogue: dict[str, str]) -> None:

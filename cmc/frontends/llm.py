@@ -1,9 +1,8 @@
 """Direct LLM extraction (paper section 3, appendix D.1): a frozen reader reads the history in
 batches of numbered records, gives each record one status and names its relations itself.
 Literal-span validation, repair (per record, or batched: cmc/frontends/batched.py) and one
-source-only alignment call turn its
-replies into a validated Extraction (the reply parsing is cmc/frontends/llm_replies.py). It
-never sees a question or an answer.
+source-only alignment call turn its replies into a validated Extraction (the reply parsing is
+cmc/frontends/llm_replies.py). It never sees a question or an answer.
 
 Extraction reads each unique statement of the dataset once (the paper's 18,336 for
 FactConsolidation), with one relation catalogue and one alignment; every occurrence in every
@@ -22,20 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.batched import REPAIR_MODES, BatchedCalls
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
-from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, one_value_per_slot, parse_alignment,
-                                       parse_lines_reply, parse_reply)
-from cmc.frontends.reply_grammar import GRAMMAR_VERSION, json_schema, lines_grammar
+from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, one_value_per_slot,
+                                       parse_alignment, subject_named_first)
+from cmc.frontends.reply_grammar import GRAMMAR_VERSION
 from cmc.records import History, Record
-from common.calls import Constraint, Reader, Request
+from common.calls import Reader, Request
 from common.configurable import configurable
 from common.errors import DataError
 from common.io import canonical_json, sha256_text
@@ -43,22 +41,6 @@ from common.progress import Progress
 from common.prompt import load_prompt
 
 log = logging.getLogger(__name__)
-
-
-
-# How the extractor answers a batch, and the prompt asking for it: a JSON object (the
-# default), or one compact line per record ("3 | Peru | capital | Lima"), which a small model
-# carries to the last record of a batch (the 1.5B closes its JSON after two or three).
-@dataclass(frozen=True)
-class ReplyFormat:
-    prompt: str        # common/prompts/<prompt>.json
-    ask: str           # the request's last line, before the records' span
-    parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
-    grammar: Callable[[Sequence[Record]], Constraint]  # a batch's reply grammar (`constrained`)
-
-
-REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply, json_schema),
-                 "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply, lines_grammar)}
 
 
 def corpus_of(histories: Iterable[History]) -> History:
@@ -83,12 +65,19 @@ class LLMFrontend(BatchedCalls):
     alignment, the cost; an older file may lack the cost). `constrained` decodes each batch
     under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
     `repair` asks a batch's rejected records one a call (`per_record`) or all in one (`batched`).
+    `prompt` names another extraction prompt for the reply format (common/prompts/), such as
+    one with worked examples; unset, the format's own (`extract_direct`, `extract_lines`);
+    `align_prompt` another alignment prompt (unset: `align_relations`).
+    `subject_first` turns round every accepted triple whose subject the record names after its
+    object: the convention of extract_lines_examples, which a small model breaks by putting the
+    person first ("Tim Cook | chief_executive_officer | Apple Inc."); off, ids stay as before.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
-                 repair: str = "per_record") -> None:
+                 repair: str = "per_record", prompt: str | None = None, align_prompt: str | None = None,
+                 subject_first: bool = False) -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -100,8 +89,9 @@ class LLMFrontend(BatchedCalls):
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
-        self.repair = repair
-        self.extract_prompt, self.align_prompt = load_prompt(self.reply.prompt), load_prompt("align_relations")
+        self.repair, self.subject_first, self.turned = repair, subject_first, 0  # turned: triples turned round
+        self.extract_prompt = load_prompt(prompt or self.reply.prompt)
+        self.align_prompt = load_prompt(align_prompt or "align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
         self.metadata: dict[str, Any] = {}
@@ -129,7 +119,11 @@ class LLMFrontend(BatchedCalls):
         grammar = {"reply_grammar": GRAMMAR_VERSION} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
-                **self.repair_decisive()}
+                **self.repair_decisive(), **({"subject_first": True} if self.subject_first else {})}
+
+    def reading_metadata(self) -> dict[str, Any]:
+        """What the frozen file records of how replies were read: the triples turned round."""
+        return {"subject_first_turned": self.turned} if self.subject_first else {}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
@@ -227,7 +221,7 @@ class LLMFrontend(BatchedCalls):
         progress.close()
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
         log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
-        return extraction, {"alignment": alignment}
+        return extraction, {"alignment": alignment, **self.reading_metadata()}
 
     def extract_batch(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str]
                       ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
@@ -278,6 +272,9 @@ class LLMFrontend(BatchedCalls):
         prediction = calls.answer(self.batch_request(batch, catalogue, problems, span), span or self._span(batch),
                                   purpose)
         accepted, rejected = self.reply.parse(prediction.raw or "", batch)
+        if self.subject_first:
+            for pos, (record, turned) in [(pos, subject_named_first(r)) for pos, r in accepted.items()]:
+                accepted[pos], self.turned = record, self.turned + turned
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected

@@ -12,11 +12,14 @@ import dataclasses
 import json
 import logging
 import re
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from cmc.extraction import STATUSES, RecordExtraction, Triple
+from cmc.frontends.reply_grammar import json_schema, lines_grammar
 from cmc.normalize import entity_key
 from cmc.records import Record
+from common.calls import Constraint
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +164,21 @@ def parse_lines_reply(raw: str, batch: Sequence[Record]) -> tuple[dict[int, Reco
                   texts)
 
 
+# How the extractor answers a batch, and the prompt asking for it: a JSON object (the
+# default), or one compact line per record ("3 | Peru | capital | Lima"), which a small model
+# carries to the last record of a batch (the 1.5B closes its JSON after two or three).
+@dataclass(frozen=True)
+class ReplyFormat:
+    prompt: str        # common/prompts/<prompt>.json
+    ask: str           # the request's last line, before the records' span
+    parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
+    grammar: Callable[[Sequence[Record]], Constraint]  # a batch's reply grammar (`constrained`)
+
+
+REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply, json_schema),
+                 "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply, lines_grammar)}
+
+
 def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:
     """Each aligned name's final name. A proposal stands only if both names are in the
     catalogue and it maps a name to an earlier one (the paper maps to existing catalogue
@@ -200,3 +218,14 @@ def one_value_per_slot(record: RecordExtraction) -> RecordExtraction:
         return RecordExtraction(record.pos, "unresolved")
     return dataclasses.replace(record, triples=triples)
 
+
+
+def subject_named_first(record: RecordExtraction) -> tuple[RecordExtraction, int]:
+    """The record with every triple's subject and object in the order the record names them
+    (`subject_first`: the prompt's convention, that the subject is the entity named first,
+    enforced on the reply), and how many triples that turned round."""
+    turned = [dataclasses.replace(t, subject=t.object, object=t.subject, subject_span=t.object_span,
+                                  object_span=t.subject_span) if t.subject_span[0] > t.object_span[0] else t
+              for t in record.triples]
+    count = sum(a is not b for a, b in zip(turned, record.triples))
+    return (dataclasses.replace(record, triples=tuple(dict.fromkeys(turned))) if count else record), count

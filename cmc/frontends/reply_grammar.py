@@ -83,7 +83,7 @@ def lines_grammar(batch: Sequence[Record]) -> Constraint:
     "N | no_fact", or 1 to MAX_TRIPLES lines "N | subject | relation | object"."""
     rules = [f"root ::= {' '.join(f'r{r.pos}' for r in batch)}",
              f"status ::= {' | '.join(_literal(s) for s in OTHER_STATUSES)}",
-             f"relation ::= [a-z] [a-z0-9_]{{0,31}}"]
+             "relation ::= [a-z] [a-z0-9_]{0,31}"]
     for record in batch:
         head = _literal(f"{record.pos} | ")
         options = ["status"]

@@ -32,6 +32,8 @@ class GrammarOracle:
     - `hopeless`: this statement is never answered, in its batch or on repair. A tuple names several.
     - `doubled`: this statement gets a second object for its slot (its first word), which
       passes validation but must leave it unresolved.
+    - `turned`: this statement's subject and object come swapped, in every answer (a small
+      model's habit of naming the person first). A tuple names several.
     Replies come in a code fence with chatter after it, braces included. `users` keeps every
     user message received (what the extractor was shown).
     """
@@ -39,10 +41,11 @@ class GrammarOracle:
     model_id = "grammar-oracle"
 
     def __init__(self, renamed: str = "", renamed_after: int = 0, conflicted: str = "",
-                 misquoted: int | tuple[int, ...] = 0, hopeless: int | tuple[int, ...] = 0, doubled: int = 0) -> None:
+                 misquoted: int | tuple[int, ...] = 0, hopeless: int | tuple[int, ...] = 0, doubled: int = 0,
+                 turned: int | tuple[int, ...] = 0) -> None:
         self.grammar = GrammarFrontend(str(TEMPLATES))
         self.renamed, self.renamed_after, self.conflicted = renamed, renamed_after, conflicted
-        self.misquoted, self.hopeless, self.doubled = misquoted, hopeless, doubled
+        self.misquoted, self.hopeless, self.doubled, self.turned = misquoted, hopeless, doubled, turned
         self.align_finish = "stop"
         self.calls: list[str] = []
         self.users: list[str] = []
@@ -75,6 +78,8 @@ class GrammarOracle:
                 triple[1] += "_x"
             if named(pos, self.misquoted) and not repair:
                 triple[0] = f"the famous {triple[0]}"
+            if named(pos, self.turned):
+                triple[0], triple[2] = triple[2], triple[0]
         if pos == self.doubled:
             triples.append([triples[0][0], triples[0][1], text.split()[0]])
         return {"id": pos, "status": parsed.status, "triples": triples}
