@@ -6,7 +6,7 @@ CLI := $(VENV)/bin/cmc-harness
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports frontends
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports frontends llm-corpus
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -108,6 +108,14 @@ frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements
 	$(CLI) tables table7 --population short --frontend llm_$(REPLY_FORMAT)_$(EXTRACTOR)
 	$(CLI) tables table7 --population short --frontend hybrid_$(REPLY_FORMAT)_$(EXTRACTOR)
 	$(CLI) report
+
+# Issue 38: the direct frontend as measured best for the 1.5B (docs/frontends.md: worked examples, subject
+# named first, alignment by sentence form, batched repair)
+LLM_EXAMPLES := reader@frontend.extractor=$(EXTRACTOR) frontend.reply_format=lines frontend.prompt=extract_lines_examples \
+	frontend.subject_first=true frontend.align=forms frontend.repair=batched
+llm-corpus: $(OFFLINE) $(LLAMACPP) ## issue 38: direct LLM extraction of all 18,336 statements (1.5B on llama.cpp, hours; an interrupted run resumes from its journal), then the frontend report
+	$(CLI) run experiment=table7 frontend=llm $(LLM_EXAMPLES) arm=cmc stage=evidence
+	$(CLI) frontend-report
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)
 	$(CLI) run -m experiment=ports

@@ -27,10 +27,10 @@ from typing import Any, Iterable, Sequence
 
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
+from cmc.frontends.alignment import ALIGN_MODES, Alignment
 from cmc.frontends.batched import REPAIR_MODES, BatchedCalls
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
-from cmc.frontends.llm_replies import (LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, one_value_per_slot,
-                                       parse_alignment, subject_named_first)
+from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
 from cmc.frontends.reply_grammar import GRAMMAR_VERSION
 from cmc.records import History, Record
 from common.calls import Reader, Request
@@ -53,7 +53,7 @@ def corpus_of(histories: Iterable[History]) -> History:
 
 
 @configurable
-class LLMFrontend(BatchedCalls):
+class LLMFrontend(BatchedCalls, Alignment):
     """Extraction by a frozen reader (`extractor`), validated against the source records.
 
     `frozen` names a frozen extraction to use as it is, whoever made it (another machine,
@@ -66,8 +66,9 @@ class LLMFrontend(BatchedCalls):
     under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
     `repair` asks a batch's rejected records one a call (`per_record`) or all in one (`batched`).
     `prompt` names another extraction prompt for the reply format (common/prompts/), such as
-    one with worked examples; unset, the format's own (`extract_direct`, `extract_lines`);
-    `align_prompt` another alignment prompt (unset: `align_relations`).
+    one with worked examples; unset, the format's own (`extract_direct`, `extract_lines`).
+    `align: forms` aligns names by literal sentence form instead of by a call
+    (cmc/frontends/alignment.py).
     `subject_first` turns round every accepted triple whose subject the record names after its
     object: the convention of extract_lines_examples, which a small model breaks by putting the
     person first ("Tim Cook | chief_executive_officer | Apple Inc."); off, ids stay as before.
@@ -76,12 +77,14 @@ class LLMFrontend(BatchedCalls):
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
-                 repair: str = "per_record", prompt: str | None = None, align_prompt: str | None = None,
-                 subject_first: bool = False) -> None:
+                 repair: str = "per_record", prompt: str | None = None, subject_first: bool = False,
+                 align: str = "llm") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
             raise ValueError(f"reply_format must be one of {', '.join(REPLY_FORMATS)}, got {reply_format!r}")
+        if align not in ALIGN_MODES:
+            raise ValueError(f"align must be one of {', '.join(ALIGN_MODES)}, got {align!r}")
         if repair not in REPAIR_MODES:
             raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, got {repair!r}")
         self.extractor, self.name = extractor, name
@@ -89,9 +92,9 @@ class LLMFrontend(BatchedCalls):
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
-        self.repair, self.subject_first, self.turned = repair, subject_first, 0  # turned: triples turned round
+        self.repair, self.align, self.subject_first, self.turned = repair, align, subject_first, 0  # turned round
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
-        self.align_prompt = load_prompt(align_prompt or "align_relations")
+        self.align_prompt = load_prompt("align_relations")
         self._corpus: Extraction | None = None
         self._statements: dict[str, RecordExtraction] = {}  # statement text -> its extraction
         self.metadata: dict[str, Any] = {}
@@ -119,7 +122,8 @@ class LLMFrontend(BatchedCalls):
         grammar = {"reply_grammar": GRAMMAR_VERSION} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
-                **self.repair_decisive(), **({"subject_first": True} if self.subject_first else {})}
+                **self.repair_decisive(), **self.align_decisive(),
+                **({"subject_first": True} if self.subject_first else {})}
 
     def reading_metadata(self) -> dict[str, Any]:
         """What the frozen file records of how replies were read: the triples turned round."""
@@ -234,20 +238,6 @@ class LLMFrontend(BatchedCalls):
             accepted.update(fixed)
         return accepted, problems
 
-    def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
-               records: Sequence[RecordExtraction]) -> tuple[Extraction, dict[str, str]]:
-        """One alignment call over the catalogue, its names applied, and one value per slot
-        (a record giving two becomes unresolved): the corpus's Extraction and the alignment."""
-        alignment = self._align(calls, catalogue)
-        final = lambda relation: alignment.get(relation, relation)  # noqa: E731
-        aligned = [one_value_per_slot(dataclasses.replace(r, triples=tuple(
-            dataclasses.replace(t, relation=final(t.relation)) for t in r.triples))) for r in records]
-        split = sum(a.status == "unresolved" and r.status == "facts" for a, r in zip(aligned, records))
-        log.info("%s: %d statements, %d relation names (%d merged by alignment), %d with two values for one slot",
-                 corpus.history_id, len(records), len(catalogue), len(alignment), split)
-        relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
-        return Extraction(self.frontend_id, corpus.history_id, tuple(aligned), relations), alignment
-
     def batch_request(self, batch: Sequence[Record], catalogue: dict[str, str], problems: dict[int, str],
                       span: str | None = None) -> Request:
         names = ", ".join(catalogue) or "(none yet)"
@@ -257,10 +247,6 @@ class LLMFrontend(BatchedCalls):
         request = self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
         # `constrained`: the engine decodes the reply under the format's grammar for this batch
         return dataclasses.replace(request, constraint=self.reply.grammar(batch)) if self.constrained else request
-
-    def _align_request(self, catalogue: dict[str, str]) -> Request:
-        evidence = "\n".join(f"{i}. {name}: {example}" for i, (name, example) in enumerate(catalogue.items(), 1))
-        return self.extractor.prepare(self.align_prompt, evidence, "Give the JSON.")
 
     @staticmethod
     def _span(batch: Sequence[Record]) -> str:
@@ -278,15 +264,6 @@ class LLMFrontend(BatchedCalls):
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected
-
-    def _align(self, calls: ExtractorCalls, catalogue: dict[str, str]) -> dict[str, str]:
-        if len(catalogue) < 2:
-            return {}
-        prediction = calls.answer(self._align_request(catalogue), "the relation alignment", "align")
-        if prediction.finish_reason == "length":
-            raise DataError(f"{self.name}: the relation alignment of {len(catalogue)} names was cut at the token cap; "
-                            f"raise frontend.extractor.max_new_tokens")
-        return parse_alignment(prediction.raw or "", list(catalogue))
 
 
 def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:

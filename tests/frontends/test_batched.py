@@ -49,10 +49,10 @@ def configured(frontend: str, reply_format: str, *overrides: str):
 def test_the_default_fingerprints_are_unchanged_and_batched_modes_get_their_own(frontend, reply_format):
     base = configured(frontend, reply_format)
     assert base.frontend_id == BEFORE_IDS[frontend, reply_format] and base.repair == "per_record"
-    batched = configured(frontend, reply_format, "+frontend.repair=batched")
+    batched = configured(frontend, reply_format, "frontend.repair=batched")
     assert batched.repair == "batched" and batched.frontend_id != base.frontend_id
     if frontend == "hybrid":
-        review = configured(frontend, reply_format, "+frontend.review=batched")
+        review = configured(frontend, reply_format, "frontend.review=batched")
         assert review.review == "batched" and review.frontend_id not in (base.frontend_id, batched.frontend_id)
 
 
