@@ -103,9 +103,12 @@ class DenseFacts(RenderingArm):
 
     def select(self, question: Question, memory: Memory) -> Evidence:
         facts, vectors, positions = memory.derived(f"dense:{self.embedder.name}", self._index)
-        ranked = []
+        top: list[int] = []
         if len(facts):
             scores = vectors @ self.embedder.encode([question.text])[0]
-            ranked = [facts[i] for i in rank(scores, positions, self.top_k)]
-        trace: dict[str, Any] = {"ranked": [e.pos for e in ranked]}
+            top = rank(scores, positions, self.top_k)
+        ranked = [facts[i] for i in top]
+        # the scores beside the ranking: a CPU's kernels move them in the 6th decimal, which can
+        # swap near-tied neighbours; a re-check accepts exactly such swaps (harness/recheck.py)
+        trace: dict[str, Any] = {"ranked": [e.pos for e in ranked], "scores": [round(float(scores[i]), 6) for i in top]}
         return self.finish(question, memory, [e.pos for e in ranked] + list(memory.unresolved), trace)

@@ -82,14 +82,31 @@ def same(a: Any, b: Any) -> bool:
 
 
 def same_within_kernels(a: Any, b: Any) -> bool:
-    """Equal rows, but for floats within KERNEL_TOLERANCE of each other."""
+    """Equal rows, but for floats within KERNEL_TOLERANCE of each other, and a scored ranking
+    (`ranked` with its `scores`) reordered only among items whose scores are that close."""
     if isinstance(a, dict) and isinstance(b, dict):
+        if {"ranked", "scores"} <= a.keys() and a.keys() == b.keys():
+            rest = [k for k in a if k not in ("ranked", "scores")]
+            return same_ranking(a, b) and all(same_within_kernels(a[k], b[k]) for k in rest)
         return a.keys() == b.keys() and all(same_within_kernels(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(same_within_kernels(x, y) for x, y in zip(a, b))
     if isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=0, abs_tol=KERNEL_TOLERANCE)
     return type(a) is type(b) and a == b
+
+
+def same_ranking(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two rankings of the same items whose every item's score, and the score at every rank,
+    agree within KERNEL_TOLERANCE: any reordering is then among near-ties (a dense view's
+    cosine similarities differ between CPUs in the 6th decimal, which can swap neighbours)."""
+    ranked_a, ranked_b, scores_a, scores_b = a["ranked"], b["ranked"], a["scores"], b["scores"]
+    if not (len(ranked_a) == len(scores_a) == len(ranked_b) == len(scores_b)) or set(ranked_a) != set(ranked_b):
+        return False
+    close = lambda x, y: math.isclose(x, y, rel_tol=0, abs_tol=KERNEL_TOLERANCE)  # noqa: E731
+    score_b = dict(zip(ranked_b, scores_b))
+    return (all(close(s, score_b[p]) for p, s in zip(ranked_a, scores_a))
+            and all(close(x, y) for x, y in zip(scores_a, scores_b)))
 
 
 def compare(label: str, stored: list, rebuilt: list, equal: Callable[[Any, Any], bool] = same) -> str | None:

@@ -448,3 +448,20 @@ def test_a_recorded_score_may_move_in_its_last_digit_between_cpus_and_nothing_el
         assert not same_within_kernels(row, other)
     assert compare("trace", [row, row], [row, {**row, "positions": [3]}], same_within_kernels) == \
         "trace: 1 of 2 differ (first at row 1)"
+
+
+def test_a_scored_ranking_may_swap_only_near_tied_neighbours_between_cpus():
+    """The dense view's trace keeps its ranking with the scores: on another CPU two items 1e-6
+    apart may trade places (the table9 dense bundle, sealed on an Intel AMX machine, swapped
+    3 such pairs of 800 on an AMD one); items further apart, another item, or a moved score
+    may not."""
+    from harness.recheck import same_within_kernels
+
+    row = {"positions": [3, 5, 9], "trace": {"ranked": [9, 3, 5], "scores": [0.71, 0.548131, 0.54813]}}
+    swapped = {**row, "trace": {"ranked": [9, 5, 3], "scores": [0.71, 0.548131, 0.548130]}}
+    assert same_within_kernels(row, swapped)
+    for other in ({"ranked": [3, 9, 5], "scores": [0.71, 0.548131, 0.54813]},   # 0.71 vs 0.548: not a near-tie
+                  {"ranked": [9, 3, 7], "scores": [0.71, 0.548131, 0.54813]},   # another item
+                  {"ranked": [9, 3, 5], "scores": [0.71, 0.548131, 0.5482]},    # a score that moved
+                  {"ranked": [9, 3], "scores": [0.71, 0.548131]}):
+        assert not same_within_kernels(row, {**row, "trace": other})

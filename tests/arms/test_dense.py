@@ -22,6 +22,8 @@ def test_dense_top100_on_the_real_6k_history(dense, dataset, memories):
     ranked = evidence.trace["ranked"]
     assert len(ranked) == 100 and len(set(ranked)) == 100
     assert list(evidence.positions) == sorted(ranked)  # source order restored
+    scores = evidence.trace["scores"]  # kept beside the ranking, best first, for the cross-CPU re-check
+    assert len(scores) == 100 and scores == sorted(scores, reverse=True) and all(round(s, 6) == s for s in scores)
     current = {e.pos for e in memory.current.edges.values()}
     assert set(ranked) <= current
     # the best fact mentions the question's anchor entity
