@@ -23,6 +23,7 @@ recorded or composed config is read through it (`current_names`).
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from typing import Any, Iterator, TypeVar
 
@@ -96,6 +97,27 @@ def is_configurable(target: Any) -> bool:
     except ImportError:
         return False
     return target in _REGISTERED
+
+
+NO_DEFAULT = object()  # constructor_default's answer for a parameter without a default
+
+
+def constructor_default(target: Any, key: str) -> Any:
+    """The default a registered class's constructor gives parameter `key` (searched up the
+    class's bases, as a subclass passes **kwargs on), else NO_DEFAULT. A recorded config made
+    before the key was added to conf/ ran with exactly this value."""
+    if not is_configurable(target):
+        return NO_DEFAULT
+    module, _, name = current_name(target).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return NO_DEFAULT
+    for klass in cls.__mro__:
+        parameter = inspect.signature(klass.__init__).parameters.get(key) if "__init__" in vars(klass) else None
+        if parameter is not None and parameter.kind is not parameter.VAR_KEYWORD:
+            return NO_DEFAULT if parameter.default is parameter.empty else parameter.default
+    return NO_DEFAULT
 
 
 class UnknownTargetError(DataError):

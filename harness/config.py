@@ -23,12 +23,14 @@ def _csv(items: Sequence[str]) -> str:
 def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | None = None) -> str:
     """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt}}`: one run folder
     per extractor, reply format and extraction prompt (the JSON format, the first one, keeps
-    the plain name; a prompt other than the format's own names the style instead:
-    extract_lines_examples gives llm_lines_examples_<extractor>)."""
-    from cmc.frontends.llm import REPLY_FORMATS
+    the plain name; a prompt other than the format's own adds its name: lines with
+    extract_lines_examples gives llm_lines_examples_<extractor>, json with it
+    llm_json_lines_examples_<extractor>)."""
+    from cmc.frontends.llm_replies import REPLY_FORMATS
 
     default = REPLY_FORMATS[reply_format].prompt if reply_format in REPLY_FORMATS else None
-    style = reply_format if prompt in (None, default) else prompt.removeprefix("extract_")
+    own = prompt.removeprefix("extract_").removeprefix(f"{reply_format}_") if prompt not in (None, default) else ""
+    style = f"{reply_format}_{own}" if own else reply_format
     return f"{kind}_{extractor}" if style == "json" else f"{kind}_{style}_{extractor}"
 
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from common.configurable import config_nodes, current_name
+from common.configurable import NO_DEFAULT, config_nodes, constructor_default, current_name
 from common.errors import DataError
 from common.io import canonical_json, sha256_text
 from common.locations import DISTRIBUTION, code_version
@@ -119,17 +119,24 @@ def config_differences(recorded: dict[str, Any], fresh: dict[str, Any], prefix: 
     written before locations were kept unresolved recorded the resolving machine's path),
     and a fresh `dtype: auto` matches a recorded dtype (bundles sealed before `auto` existed:
     the run adopts the recorded dtype, see HFReader.freeze). A class named by a former
-    name (common.configurable.FORMER_NAMES) is the same class."""
+    name (common.configurable.FORMER_NAMES) is the same class, and a key added to conf/ after
+    the recording, set to the class's own constructor default, is what the recorded run used."""
     if prefix.endswith("._target_"):
         recorded, fresh = current_name(recorded), current_name(fresh)
     if isinstance(recorded, dict) and isinstance(fresh, dict):
-        return [d for k in sorted(set(recorded) | set(fresh))
+        added = {k for k in set(fresh) - set(recorded) if _at_default(fresh.get("_target_"), k, fresh[k])}
+        return [d for k in sorted((set(recorded) | set(fresh)) - added)
                 for d in config_differences(recorded.get(k, "<absent>"), fresh.get(k, "<absent>"), f"{prefix}.{k}")]
     if isinstance(fresh, str) and PATH_REFERENCE in fresh or prefix.rsplit(".", 1)[-1] in MACHINE_LOCAL_KEYS:
         return []
     if fresh == "auto" and prefix.endswith(".dtype") and recorded in DTYPES:
         return []  # what `auto` resolved to is in the frozen reader pin, and so in every request id
     return [] if recorded == fresh else [prefix.lstrip(".")]
+
+
+def _at_default(target: Any, key: str, value: Any) -> bool:
+    default = constructor_default(target, key)
+    return default is not NO_DEFAULT and default == value
 
 
 def build_manifest(

@@ -86,3 +86,38 @@ def test_dirty_means_code_or_config_changed_not_results(tmp_path):
 
 def git_head(root) -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_key_added_to_conf_at_its_class_default_is_not_a_difference():
+    """Bundles sealed before conf/frontend gained `prompt`, `align`, `subject_first`, `repair`
+    (issue 38) recorded no such keys; their runs used the constructor's defaults, so a fresh
+    config holding exactly those defaults reproduces them. Another value still differs."""
+    from common.configurable import NO_DEFAULT, constructor_default
+
+    llm, hybrid = "cmc.frontends.llm.LLMFrontend", "cmc.frontends.hybrid.HybridFrontend"
+    assert constructor_default(llm, "prompt") is None and constructor_default(hybrid, "subject_first") is False
+    assert constructor_default(hybrid, "review") == "per_statement"  # the subclass's own parameter
+    assert constructor_default(llm, "no_such_key") is NO_DEFAULT
+    assert constructor_default(llm, "extractor") is NO_DEFAULT  # required: no default to have run with
+    assert constructor_default("os.system", "command") is NO_DEFAULT  # never imported: not a project class
+    recorded = {"frontend": {"_target_": hybrid, "batch_records": 20}}
+    fresh = {"frontend": {**recorded["frontend"], "prompt": None, "align": "llm", "subject_first": False}}
+    assert config_differences(recorded, fresh) == []
+    assert config_differences(recorded, {"frontend": {**fresh["frontend"], "align": "forms"}}) == ["frontend.align"]
+    assert config_differences({"frontend": {**fresh["frontend"]}}, recorded) == \
+        ["frontend.align", "frontend.prompt", "frontend.subject_first"]  # a key recorded, now gone: differs
+
+
+def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_command_set():
+    import json
+
+    from tests.conftest import ROOT
+
+    for manifest in sorted((ROOT / "results" / "bundles" / "table7").glob("*-*_lines_*/manifest.json")):
+        config = json.loads(manifest.read_text())["config"]
+        kind = config["frontend"]["name"].split("_")[0]
+        fresh = experiment_config(compose_config(
+            "experiment=table7", f"frontend={kind}", f"population={config['population']['name']}", "arm=cmc",
+            "reader@frontend.extractor=qwen25_coder_15b_llamacpp", "frontend.reply_format=lines",
+            f"frontend.extractor.n_threads={config['frontend']['extractor']['n_threads']}"))
+        assert [d for d in config_differences(config, fresh) if d.startswith("frontend")] == [], manifest

@@ -33,8 +33,11 @@ FORMS_VERSION = 1  # bump when align_by_form renames differently (part of the fi
 
 def literal_form(text: str, triple: Triple) -> str:
     """The record with the triple's subject and object cut out: what the statement says of
-    them, shared by every record written in the same sentence form."""
+    them, shared by every record written in the same sentence form (spans that overlap cut
+    nothing: the record is then a form of its own)."""
     cuts = sorted([(*triple.subject_span, "{S}"), (*triple.object_span, "{O}")])
+    if cuts[0][1] > cuts[1][0]:
+        return text
     out, at = [], 0
     for start, end, mark in cuts:
         out += [text[at:start], mark]
@@ -76,7 +79,8 @@ class Alignment:
     def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
                records: Sequence[RecordExtraction]) -> tuple[Extraction, dict[str, str]]:
         """The names aligned (one call over the catalogue, or by form), and one value per slot
-        (a record giving two becomes unresolved): the corpus's Extraction and the alignment."""
+        (a record giving two becomes unresolved): the corpus's Extraction and the alignment,
+        which maps old names to new ones after the call, and forms to their chosen names by form."""
         if self.align == "forms":
             renamed, alignment = align_by_form(corpus, records, list(catalogue))
         else:

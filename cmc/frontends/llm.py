@@ -71,7 +71,9 @@ class LLMFrontend(BatchedCalls, Alignment):
     (cmc/frontends/alignment.py).
     `subject_first` turns round every accepted triple whose subject the record names after its
     object: the convention of extract_lines_examples, which a small model breaks by putting the
-    person first ("Tim Cook | chief_executive_officer | Apple Inc."); off, ids stay as before.
+    person first ("Tim Cook | chief_executive_officer | Apple Inc."). It assumes the corpus
+    names subjects first, as every FactConsolidation form does ("Coco Chanel founded Chanel"
+    would be turned wrongly); off, ids stay as before.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
@@ -92,7 +94,8 @@ class LLMFrontend(BatchedCalls, Alignment):
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
-        self.repair, self.align, self.subject_first, self.turned = repair, align, subject_first, 0  # turned round
+        self.repair, self.align, self.subject_first = repair, align, subject_first
+        self.turned: dict[int, int] = {}  # statement -> triples turned round in its last accepted answer
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
         self.align_prompt = load_prompt("align_relations")
         self._corpus: Extraction | None = None
@@ -127,7 +130,7 @@ class LLMFrontend(BatchedCalls, Alignment):
 
     def reading_metadata(self) -> dict[str, Any]:
         """What the frozen file records of how replies were read: the triples turned round."""
-        return {"subject_first_turned": self.turned} if self.subject_first else {}
+        return {"subject_first_turned": sum(self.turned.values())} if self.subject_first else {}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
@@ -194,6 +197,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         with self.open_calls(self.extractor, self.cache_dir / "predictions.sqlite",
                              self.work_path(corpus, ".journal.jsonl"), self.work_path(corpus, ".sittings.jsonl"),
                              self.name) as calls:
+            self.turned = {}
             extraction, metadata = self._extract(corpus, calls)
             metadata = {**metadata, "cost": calls.cost()}
         validate(extraction, corpus)
@@ -260,7 +264,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         accepted, rejected = self.reply.parse(prediction.raw or "", batch)
         if self.subject_first:
             for pos, (record, turned) in [(pos, subject_named_first(r)) for pos, r in accepted.items()]:
-                accepted[pos], self.turned = record, self.turned + turned
+                accepted[pos], self.turned[pos] = record, turned
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected

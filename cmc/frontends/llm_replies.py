@@ -225,7 +225,7 @@ def subject_named_first(record: RecordExtraction) -> tuple[RecordExtraction, int
     (`subject_first`: the prompt's convention, that the subject is the entity named first,
     enforced on the reply), and how many triples that turned round."""
     turned = [dataclasses.replace(t, subject=t.object, object=t.subject, subject_span=t.object_span,
-                                  object_span=t.subject_span) if t.subject_span[0] > t.object_span[0] else t
-              for t in record.triples]
+                                  object_span=t.subject_span) if t.object_span[1] <= t.subject_span[0] else t
+              for t in record.triples]  # only spans apart: an object inside its subject stays as read
     count = sum(a is not b for a, b in zip(turned, record.triples))
     return (dataclasses.replace(record, triples=tuple(dict.fromkeys(turned))) if count else record), count

@@ -87,6 +87,8 @@ def test_the_prompt_option_names_the_run_and_changes_only_its_own_fingerprint(tm
     examples = compose_config("frontend=hybrid", "frontend.reply_format=lines",
                               f"frontend.prompt={LINES_EXAMPLE_PROMPTS[0]}").frontend
     assert examples.name == f"hybrid_{LINES_EXAMPLE_PROMPTS[0].removeprefix('extract_')}_qwen25_coder_15b"
+    json_examples = compose_config("frontend=llm", f"frontend.prompt={LINES_EXAMPLE_PROMPTS[0]}").frontend
+    assert json_examples.name == f"llm_json_{LINES_EXAMPLE_PROMPTS[0].removeprefix('extract_')}_qwen25_coder_15b"
     make = lambda **kw: with_generation(LLMFrontend(served_extractor("http://127.0.0.1:9"),  # noqa: E731
                                                     **work_dirs(tmp_path), reply_format="lines", **kw))
     plain, spelled, shown = make(), make(prompt="extract_lines"), make(prompt=LINES_EXAMPLE_PROMPTS[0])
@@ -105,6 +107,9 @@ def test_a_triple_named_against_the_record_order_is_turned_round():
     assert count == 1 and (triple.subject, triple.object) == ("Apple Inc.", "Tim Cook")
     assert record.text[slice(*triple.subject_span)] == "Apple Inc." and triple.subject_span[0] < triple.object_span[0]
     assert subject_named_first(turned) == (turned, 0)  # already in record order: untouched
+    nested = Record(8, "The mayor of New York is York.")  # an object read inside its subject stays as read
+    accepted, _ = parse_lines_reply("8 | New York | mayor | York", [nested])
+    assert subject_named_first(accepted[8]) == (accepted[8], 0)
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +137,8 @@ def test_subject_first_undoes_an_extractor_that_names_the_object_first(history, 
     assert pairs(fixed.extract(history)) == reference and fixed.metadata["subject_first_turned"] == len(turned)
     assert [i for i, (a, b) in enumerate(zip(pairs(left.extract(history)), reference), 1) if a != b] == list(turned)
     assert "subject_first_turned" not in left.metadata and fixed.frontend_id != left.frontend_id
+    # extracted again in the same process from its journal: the count is of the extraction, not of replies seen
+    fixed.frozen_path(corpus_of([history])).unlink()
+    fixed._corpus = None
+    fixed.prepare([history])
+    assert fixed.metadata["subject_first_turned"] == len(turned) and fixed.metadata["cost"]["sent"] == 0

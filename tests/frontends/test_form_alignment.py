@@ -34,6 +34,24 @@ def test_the_form_is_the_record_without_its_two_spans():
     assert literal_form(record.text, extraction.triples[0]) == "The capital of {S} is {O}."
 
 
+def test_spans_that_overlap_cut_nothing():
+    records = [Record(1, "The mayor of New York is York.")]
+    (extraction,) = read("1 | New York | mayor | York", records)
+    assert literal_form(records[0].text, extraction.triples[0]) == records[0].text
+
+
+def test_the_most_common_name_wins_and_a_tie_goes_to_the_name_used_first():
+    texts = ["Ann Lee is a citizen of Peru.", "Bo Chan is a citizen of Chile.", "Cy Diaz is a citizen of Ghana.",
+             "The capital of Peru is Lima.", "The capital of Chile is Santiago."]
+    records = [Record(i, t) for i, t in enumerate(texts, 1)]
+    read_as = read("1 | Ann Lee | citizenship | Peru\n2 | Bo Chan | citizen | Chile\n3 | Cy Diaz | citizen | Ghana\n"
+                   "4 | Peru | capital_city | Lima\n5 | Chile | capital | Santiago", records)
+    renamed, chosen = align_by_form(History("h", "", tuple(records)), read_as,
+                                    ["citizenship", "capital_city", "citizen", "capital"])
+    assert [r.triples[0].relation for r in renamed] == ["citizen"] * 3 + ["capital_city"] * 2
+    assert chosen == {"{S} is a citizen of {O}.": "citizen", "The capital of {S} is {O}.": "capital_city"}
+
+
 @given(st.lists(st.tuples(st.sampled_from([0, 1]), st.sampled_from(PEOPLE), st.sampled_from(COUNTRIES),
                           st.sampled_from(["citizen", "citizenship", "capital", "capital_city"])), min_size=1, max_size=12))
 def test_every_triple_of_a_form_ends_with_the_forms_most_common_name(statements):
