@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from cmc.extraction import Extraction, RecordExtraction, Triple
 from cmc.frontends import ExtractorCalls
@@ -56,9 +56,14 @@ def align_by_form(corpus: History, records: Sequence[RecordExtraction], order: S
         for t in record.triples:
             votes[literal_form(texts[record.pos], t)][t.relation] += 1
     chosen = {form: min(names, key=lambda n: (-names[n], rank.get(n, len(rank)))) for form, names in votes.items()}
-    renamed = [dataclasses.replace(r, triples=tuple(
-        dataclasses.replace(t, relation=chosen[literal_form(texts[r.pos], t)]) for t in r.triples)) for r in records]
+    renamed = rename(records, lambda pos, t: chosen[literal_form(texts[pos], t)])
     return renamed, {form: chosen[form] for form, names in votes.items() if len(names) > 1}
+
+
+def rename(records: Sequence[RecordExtraction], name_of: Callable[[int, Triple], str]) -> list[RecordExtraction]:
+    """The records with each triple's relation replaced by name_of(record position, triple)."""
+    return [dataclasses.replace(r, triples=tuple(dataclasses.replace(t, relation=name_of(r.pos, t))
+                                                 for t in r.triples)) for r in records]
 
 
 class Alignment:
@@ -85,8 +90,7 @@ class Alignment:
             renamed, alignment = align_by_form(corpus, records, list(catalogue))
         else:
             alignment = self._align(calls, catalogue)
-            renamed = [dataclasses.replace(r, triples=tuple(dataclasses.replace(
-                t, relation=alignment.get(t.relation, t.relation)) for t in r.triples)) for r in records]
+            renamed = rename(records, lambda _, t: alignment.get(t.relation, t.relation))
         aligned = [one_value_per_slot(r) for r in renamed]
         split = sum(a.status == "unresolved" and r.status == "facts" for a, r in zip(aligned, records))
         relations = tuple(dict.fromkeys(t.relation for r in aligned for t in r.triples))
