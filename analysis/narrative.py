@@ -9,6 +9,7 @@ to a table and from there to a bundle.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,6 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                ("Retrieval at k (make retrieval)", "tables/retrieval.md"),
                ("Disjoint random token matching (cmc-harness token-match)", "tables/disjoint_token_match.md"),
                ("Table 7 analogue: CMC on each frontend (make frontends)", "tables/table7_readers.md"),
-               ("Table 7 on all 800 questions: selection against reader (make frontends), frontend hybrid_{match}",
-                "tables/table7_hybrid*_selection.md"),
                ("Table 7 analogue on the 6K and 32K histories, where every frontend has run (make frontends)",
                 "tables/table7_short_readers.md"),
                ("Table 7 on the 6K and 32K histories: selection against reader (make frontends), frontend {match}",
@@ -59,18 +58,42 @@ def paper_reference(reference_dir: Path, experiment: str) -> dict[str, Any] | No
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def table_frontend(markdown: str) -> str | None:
+    """The frontend a generated table's provenance line names ("Frontend: NAME.")."""
+    match = re.search(r"\bFrontend: ([^\s.]+)\.", markdown)
+    return match.group(1) if match else None
+
+
+def paper_cells(reference: dict[str, Any] | None, frontend: str) -> tuple[dict[str, Any], str | None]:
+    """The paper's per-view cells to set beside a table of this frontend, and the kind of
+    extraction they come from: the reference's cells for this frontend kind (grammar, llm,
+    hybrid: a name up to its first '_') when it gives them, else its main cells."""
+    if reference is None:
+        return {}, None
+    kind = frontend.split("_")[0]
+    by_kind = reference.get("views_by_frontend", {})
+    if kind in by_kind:
+        return by_kind[kind], kind
+    return reference.get("views", {}), reference.get("frontend")
+
+
 def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any]]:
-    """One section per main table found (table1, table1_quick, ports, ...), in name order."""
+    """One section per main table found, in name order: each experiment's default population
+    and QUICK, each on its own frontend (table1, table1_quick, table1_llm_lines_..., ports, ...)."""
     sections = []
     for csv in sorted(p for prefix in EXPERIMENTS for p in tables.glob(f"{prefix}*.csv")):
         stem = csv.stem
         experiment, _, variant = stem.partition("_")
-        if variant not in ("", "quick"):
-            continue  # a part of a section (contrasts, by_length, ...) or a slice table (readers grid)
-        main = _table(tables, stem)
+        main = _table(tables, stem) if variant in ("", "quick") or variant.startswith(("quick_", "llm_", "hybrid_")) else None
         if main is None:
-            continue
-        sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": paper_reference(reference_dir, experiment),
+            continue  # a part of a section (contrasts, by_length, ...), another reader or population, a grid
+        frontend = table_frontend(main["markdown"]) or "grammar"
+        if variant not in ("", "quick") and variant.removeprefix("quick_") != frontend:
+            continue  # e.g. table7_hybrid_..._selection: a part whose name starts like a frontend
+        paper = paper_reference(reference_dir, experiment)
+        views, paper_frontend = paper_cells(paper, frontend)
+        sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": paper, "frontend": frontend,
+                         "frontend_kind": frontend.split("_")[0], "paper_views": views, "paper_frontend": paper_frontend,
                          **{part: _table(tables, stem, part) for part in SECTIONS}})
     return sections
 

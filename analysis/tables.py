@@ -201,12 +201,19 @@ def reader_grid(items: pd.DataFrame, paper: Mapping[str, Any] | None = None) -> 
     return grid
 
 
-def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFrame:
+def selection_vs_reader(items: pd.DataFrame, views: Sequence[str],
+                        reference: Mapping[tuple[str, str], bool] | None = None) -> pd.DataFrame:
     """Per run and hop: how many evidence packets contain a gold string (items built with
     histories, so they carry `gold_present`) and how many answers are right with and without
     one. Separates answers the selection never offered from answers the reader missed in front of it;
     `wrong_with_gold_answer_shown` counts the misses where the wrong answer also stands in the
-    evidence (the reader took another value it was shown)."""
+    evidence (the reader took another value it was shown).
+
+    `reference` ((arm, question_id) -> gold present) is the same views' evidence on the grammar
+    frontend's extraction. With it, an LLM frontend's row also separates the extraction: the view
+    and the reader are held fixed, so a packet that lacks the gold string here but held it on the
+    grammar's extraction (`lost_to_extraction`), or the reverse (`gained_by_extraction`), differs
+    because of what was extracted. A view the reference lacks gets no counts, not zeros."""
     if not {"gold_present", "answer_in_evidence"} <= set(items):
         raise ValueError("items lack gold_present / answer_in_evidence: build them with "
                          "experiment_items(..., histories=dataset.histories)")
@@ -217,15 +224,32 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str]) -> pd.DataFra
     for (reader, frontend, arm, hop), group in part.sort_values(["view_order", "reader", "frontend", "hop_order"]) \
             .groupby(["reader", "frontend", "arm", "hop"], sort=False):
         held, missing = group[group["gold_present"]], group[~group["gold_present"]]
-        rows.append({
+        row = {
             "reader": reader, "frontend": frontend, "arm": arm, "hop": hop, "n": len(group),
             "correct": int(group["substring_em"].sum()), "gold_in_evidence": len(held),
             "correct_with_gold": int(held["substring_em"].sum()),
             "reader_rate_with_gold": round(100 * held["substring_em"].mean(), 2) if len(held) else float("nan"),
             "correct_without_gold": int(missing["substring_em"].sum()),
             "wrong_with_gold_answer_shown": int((held["answer_in_evidence"] & (held["substring_em"] == 0)).sum()),
-        })
+        }
+        if reference is not None:
+            row.update(extraction_counts(group, reference))
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def extraction_counts(group: pd.DataFrame, reference: Mapping[tuple[str, str], bool]) -> dict[str, float]:
+    """One run-and-hop group's gold presence against the same view on the grammar's extraction;
+    NaN when the reference lacks any of the group's questions (never a partial count)."""
+    keys = list(zip(group["arm"], group["question_id"]))
+    if not all(key in reference for key in keys):
+        return {"gold_on_grammar": float("nan"), "lost_to_extraction": float("nan"),
+                "gained_by_extraction": float("nan")}
+    before = [reference[key] for key in keys]
+    after = group["gold_present"].tolist()
+    return {"gold_on_grammar": sum(before),
+            "lost_to_extraction": sum(b and not a for b, a in zip(before, after)),
+            "gained_by_extraction": sum(a and not b for b, a in zip(before, after))}
 
 
 def markdown(frame: pd.DataFrame) -> str:

@@ -190,6 +190,27 @@ def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables:
                 + (f" Paper correct: {paper['source']}." if compared else ""))
 
 
+def grammar_gold(chosen: Slice, vault: LabelVault, questions: dict, histories: Any) -> dict[tuple[str, str], bool] | None:
+    """Per (view, question): whether the same view's evidence on the experiment's default
+    (grammar) frontend held a gold string, so an LLM frontend's selection table can separate its
+    extraction; None for the default frontend itself or when none of its bundles is sealed.
+    Evidence does not depend on a one-call reader, so another reader's bundle serves when the
+    wanted reader has none (the wanted reader's first)."""
+    default = chosen.defaults["frontend"]
+    if chosen.wanted["frontend"] == default:
+        return None
+    candidates = sorted((p for p in chosen.sealed if chosen.slices[p]["frontend"] == default
+                         and all(chosen.slices[p][k] == chosen.wanted[k] for k in ("dataset", "population"))),
+                        key=lambda p: (chosen.slices[p]["reader"] != chosen.wanted["reader"], str(p)))
+    by_arm: dict[str, Path] = {}
+    for bundle in candidates:
+        by_arm.setdefault(read_manifest(bundle)["config"]["arm"]["name"], bundle)
+    if not by_arm:
+        return None
+    items = experiment_items(by_arm.values(), vault, questions, chosen.cfg.experiment.cluster, histories)
+    return {(arm, qid): bool(gold) for arm, qid, gold in zip(items["arm"], items["question_id"], items["gold_present"])}
+
+
 def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:
     """Table 12: the order control by key-change stratum, from the evidence traces."""
     if not {"cmc", "prior_read_refresh"} <= set(by_arm):
@@ -235,8 +256,10 @@ def tables_main(args: argparse.Namespace) -> int:
     write_contrasts(out, items, exp, by_arm, vault, questions, dataset.histories, args.n_boot)
     write_non_overflow(out, items)
     write_reader_grid(chosen, vault, questions, out.folder, experiment)
-    out.write(selection_vs_reader(items, views), "_selection",
-              "gold string in the evidence, and answers right with and without it")
+    reference = grammar_gold(chosen, vault, questions, dataset.histories)
+    out.write(selection_vs_reader(items, views, reference), "_selection",
+              "gold string in the evidence, and answers right with and without it"
+              + ("; against the same view on the grammar frontend's extraction" if reference else ""))
     write_key_change(out, items, by_arm)
     if items["calls"].max() > 1:  # a multi-call method among the views
         out.write(cost_table(items, views), "_cost", "reader calls and tokens per question")

@@ -70,3 +70,43 @@ def test_a_diagnostic_pattern_includes_every_matching_table(tmp_path):
     # each titled by its frontend; the table without a suffix is the grammar frontend's
     titles = [line for line in text.splitlines() if line.startswith("## Table 7 on the 6K and 32K histories")]
     assert [t.rsplit(" ", 1)[1] for t in titles] == ["alpha", "beta", "grammar"]
+
+
+def _frontend_table(tables, stem: str, frontend: str, rows: str, header: str) -> None:
+    """A generated table of one frontend, as make_tables writes it (title, provenance, Markdown)."""
+    (tables / f"{stem}.csv").write_text(header + rows)
+    (tables / f"{stem}.md").write_text(f"## t\n\nReader: r (e). Frontend: {frontend}. Population: all (n=800).\n\n| rows of {stem} |\n")
+
+
+def test_an_llm_frontends_table_is_its_own_section_beside_the_papers_llm_cells(tmp_path):
+    """Table 7 on a direct LLM extraction is set beside the paper's direct-LLM row (97.25 / 78.25),
+    the grammar's beside the grammar adapter's; a part of it (_selection) is no section of its own."""
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    header = "view,n,SH,SH 95% CI,MH,MH 95% CI,Tokens,Trunc.\n"
+    _frontend_table(tables, "table7_llm_lines_x", "llm_lines_x", "cmc,800,90.0,\"[1, 2]\",60.0,\"[1, 2]\",300,0\n", header)
+    _frontend_table(tables, "table7_llm_lines_x_selection", "llm_lines_x",
+                    "reader,frontend,arm,hop,n,correct,gold_in_evidence,correct_with_gold,reader_rate_with_gold,"
+                    "correct_without_gold,wrong_with_gold_answer_shown,gold_on_grammar,lost_to_extraction,"
+                    "gained_by_extraction\nr,llm_lines_x,cmc,mh,400,240,300,238,79.33,2,40,340,45,5\n",
+                    "")
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    section = text.split("\n## table7_llm_lines_x\n", 1)[1].split("\n## ", 1)[0]
+    assert "| cmc | 90.00 | 60.00 | 97.25 | 78.25 |" in section
+    assert "the paper's cells come from" not in section  # its own kind's cells
+    assert ("cmc, mh: on the grammar's extraction a gold string was in 340 packets; this extraction loses it "
+            "from 45 and adds it to 5, so a gold string is in 300 of 400 evidence packets") in section
+    assert "\n## table7_llm_lines_x_selection\n" not in text
+    grammar = text.split("\n## table7\n", 1)[1].split("\n## ", 1)[0]
+    assert "| cmc | 93.75 | 63.50 | 97.50 | 79.75 |" in grammar
+    table1 = text.split("\n## table1\n", 1)[1].split("\n## ", 1)[0]
+    assert "the paper's cells come from its direct LLM extraction, this table's from the grammar frontend" in table1
+
+
+def test_the_order_control_sits_beside_the_papers_table12(tmp_path):
+    """Table 12's strata: ours, then the paper's count and accuracy where its text gives them."""
+    text = write_report(TABLES, PAPER, tmp_path / "REPORT.md").read_text()
+    section = text.split("\n## table1\n", 1)[1].split("\n## ", 1)[0]
+    assert "### Order control by key-change stratum (paper Table 12)" in section
+    assert "| cmc | mh | True | 370 / 369 | 62.43 / 76.42 |" in section
+    assert "| prior_read_refresh | sh | False | 107 / 110 | 93.46 / -- |" in section

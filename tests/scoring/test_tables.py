@@ -93,6 +93,28 @@ def test_selection_vs_reader_splits_answers_by_gold_presence(items):
     assert bm25_mh["gold_in_evidence"] == 0 and math.isnan(bm25_mh["reader_rate_with_gold"])
 
 
+def test_selection_vs_reader_separates_the_extraction_against_the_grammar_reference(items):
+    # Here (an LLM frontend) fact_bm25 SH shows gold for q0 and q4; on the grammar's extraction the same
+    # view showed it for q0, q2 and q6: q2 and q6 are lost to the extraction, q4 gained.
+    items["frontend"] = "llm_lines_x"
+    items["gold_present"] = [arm == "cmc" or q in ("q0", "q4") for arm, q in zip(items.arm, items.question_id)]
+    items["answer_in_evidence"] = False
+    reference = {("cmc", f"q{i}"): True for i in range(8)} | {("fact_bm25", f"q{i}"): i in (0, 2, 6) for i in range(8)}
+    out = selection_vs_reader(items, ["cmc", "fact_bm25"], reference).set_index(["arm", "hop"])
+    bm25_sh = out.loc[("fact_bm25", "sh")]
+    assert (bm25_sh["gold_on_grammar"], bm25_sh["lost_to_extraction"], bm25_sh["gained_by_extraction"]) == (3, 2, 1)
+    assert bm25_sh["gold_on_grammar"] - bm25_sh["lost_to_extraction"] + bm25_sh["gained_by_extraction"] \
+        == bm25_sh["gold_in_evidence"]
+    assert out.loc[("cmc", "mh"), ["gold_on_grammar", "lost_to_extraction", "gained_by_extraction"]].tolist() == [4, 0, 0]
+    # A view the reference lacks (or lacks a question of) gets no counts rather than zeros.
+    partial = {key: value for key, value in reference.items() if key != ("fact_bm25", "q1")}
+    out = selection_vs_reader(items, ["cmc", "fact_bm25"], partial).set_index(["arm", "hop"])
+    assert math.isnan(out.loc[("fact_bm25", "mh"), "lost_to_extraction"])
+    assert out.loc[("fact_bm25", "sh"), "lost_to_extraction"] == 2
+    # Without a reference (the grammar frontend's own table) the columns are absent.
+    assert "lost_to_extraction" not in selection_vs_reader(items, ["cmc"]).columns
+
+
 def test_selection_vs_reader_names_the_missing_gold_column(items):
     with pytest.raises(ValueError, match="histories"):
         selection_vs_reader(items, ["cmc"])
