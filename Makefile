@@ -6,7 +6,7 @@ CLI := $(VENV)/bin/cmc-harness
 TORCH ?= 2.13.0
 export CMC_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports frontends llm-corpus
+.PHONY: help venv offline llamacpp browser test test-fast evidence diagnostics retrieval screen bench bench-readers memstream table1 tables view synthetic ports frontends llm-corpus llm-tables
 
 help: ## list the targets
 	@grep -E '^[a-z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-12s %s\n", $$1, $$2}'
@@ -113,9 +113,26 @@ frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements
 # named first, alignment by sentence form, batched repair)
 LLM_EXAMPLES := reader@frontend.extractor=$(EXTRACTOR) frontend.reply_format=lines frontend.prompt=extract_lines_examples \
 	frontend.subject_first=true frontend.align=forms frontend.repair=batched
-llm-corpus: $(OFFLINE) $(LLAMACPP) ## issue 38: direct LLM extraction of all 18,336 statements (1.5B on llama.cpp, hours; an interrupted run resumes from its journal), then the frontend report
+LLM_NAME := llm_lines_examples_$(EXTRACTOR)
+HYBRID_NAME := hybrid_lines_examples_$(EXTRACTOR)
+llm-corpus: $(OFFLINE) $(LLAMACPP) ## issue 38: direct LLM and hybrid extraction of all 18,336 statements (1.5B on llama.cpp, hours; an interrupted run resumes from its journal), then the frontend report
 	$(CLI) run experiment=table7 frontend=llm $(LLM_EXAMPLES) arm=cmc stage=evidence
+	$(CLI) run experiment=table7 frontend=hybrid $(LLM_EXAMPLES) frontend.review=batched arm=cmc stage=evidence
 	$(CLI) frontend-report
+
+# The paper's LLM-extraction protocol on the frozen extractions above (make llm-corpus first): Table 1's six
+# views (with Table 8 by length and Table 12's key-change strata), Table 9's rows, Table 7 with the three frontends.
+# A request identical to one already answered (Table 9's views that are Table 1's, Table 7's CMC read) is not sent again.
+llm-tables: $(OFFLINE) ## issue 38: Tables 1, 8, 9, 12 and 7 on the direct LLM extraction, all 800 questions; READER=...
+	$(CLI) run -m experiment=table1 frontend=llm $(LLM_EXAMPLES) reader=$(READER)
+	$(CLI) run -m experiment=table9 frontend=llm $(LLM_EXAMPLES) reader=$(READER)
+	$(CLI) run experiment=table7 frontend=llm $(LLM_EXAMPLES) reader=$(READER)
+	$(CLI) run experiment=table7 frontend=hybrid $(LLM_EXAMPLES) frontend.review=batched reader=$(READER)
+	$(CLI) tables table1 --frontend $(LLM_NAME) --reader $(READER)
+	$(CLI) tables table9 --frontend $(LLM_NAME) --reader $(READER)
+	$(CLI) tables table7 --frontend $(LLM_NAME) --reader $(READER)
+	$(CLI) tables table7 --frontend $(HYBRID_NAME) --reader $(READER)
+	$(CLI) report
 
 ports: $(OFFLINE) $(LLAMACPP) ## paper B.2: MeLLo and G-Walk ported to the fact bank, next to CMC (stratified 200, llama.cpp 1.5B)
 	$(CLI) run -m experiment=ports

@@ -14,7 +14,7 @@ from harness.cli import build_parser
 from tests.conftest import ROOT, compose_config
 
 JOB_TARGETS = ("evidence", "diagnostics", "retrieval", "screen", "bench", "bench-readers", "memstream", "table1",
-               "tables", "frontends", "ports", "view", "synthetic")
+               "tables", "frontends", "ports", "view", "synthetic", "llm-corpus", "llm-tables")
 VARS = ["VENV=/nonexistent/venv", "EXP=table1", "BUNDLE=results/bundles/x/y", "SRC=cf3k.json", "QUICK=1"]
 
 
@@ -45,3 +45,12 @@ def test_make_help_lists_the_job_targets():
     done = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     listed = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
     assert set(JOB_TARGETS) <= listed
+
+
+def test_llm_tables_builds_tables_of_the_frontends_its_runs_compose():
+    """`tables --frontend NAME` finds bundles by the composed frontend name: a name typed in the
+    Makefile that the runs' overrides do not compose would find no bundle after hours of runs."""
+    commands = recipe_commands("llm-tables")
+    ran = {compose_config(*first_of_each_sweep(argv[1:])).frontend.name for argv in commands if argv[0] == "run"}
+    tabled = {argv[argv.index("--frontend") + 1] for argv in commands if argv[0] == "tables"}
+    assert tabled == ran and {name.split("_")[0] for name in ran} == {"llm", "hybrid"}
