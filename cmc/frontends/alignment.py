@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from cmc.extraction import Extraction, RecordExtraction, Triple
 from cmc.frontends import ExtractorCalls
 from cmc.frontends.llm_replies import one_value_per_slot, parse_alignment
+from cmc.frontends.tightening import tighten_by_form
 from cmc.records import History
 from common.calls import Reader, Request
 from common.errors import DataError
@@ -71,6 +72,8 @@ class Alignment:
     name and fingerprint it uses)."""
 
     align: str
+    tighten: bool
+    tightened: int
     name: str
     extractor: Reader
     align_prompt: Prompt
@@ -83,9 +86,11 @@ class Alignment:
 
     def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
                records: Sequence[RecordExtraction]) -> tuple[Extraction, dict[str, str]]:
-        """The names aligned (one call over the catalogue, or by form), and one value per slot
+        """The spans tightened (`tighten`), the names aligned (one call over the catalogue, or by form), and one value per slot
         (a record giving two becomes unresolved): the corpus's Extraction and the alignment,
         which maps old names to new ones after the call, and forms to their chosen names by form."""
+        if self.tighten:
+            records, self.tightened = tighten_by_form(corpus, records)
         if self.align == "forms":
             renamed, alignment = align_by_form(corpus, records, list(catalogue))
         else:

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.alignment import ALIGN_MODES, Alignment
+from cmc.frontends.tightening import TIGHTEN_VERSION
 from cmc.frontends.batched import REPAIR_MODES, BatchedCalls
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
@@ -74,13 +75,15 @@ class LLMFrontend(BatchedCalls, Alignment):
     person first ("Tim Cook | chief_executive_officer | Apple Inc."). It assumes the corpus
     names subjects first, as every FactConsolidation form does ("Coco Chanel founded Chanel"
     would be turned wrongly); off, ids stay as before.
+    `tighten` drops framing words a triple's spans share with a more specific sentence form other
+    triples were read in (cmc/frontends/tightening.py), before alignment; no call, off by default.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
                  repair: str = "per_record", prompt: str | None = None, subject_first: bool = False,
-                 align: str = "llm") -> None:
+                 align: str = "llm", tighten: bool = False) -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -94,7 +97,8 @@ class LLMFrontend(BatchedCalls, Alignment):
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
-        self.repair, self.align, self.subject_first = repair, align, subject_first
+        self.repair, self.align, self.subject_first, self.tighten = repair, align, subject_first, tighten
+        self.tightened = 0  # triples whose spans the last extraction tightened
         self.turned: dict[int, int] = {}  # statement -> triples turned round in its last accepted answer
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
         self.align_prompt = load_prompt("align_relations")
@@ -126,11 +130,13 @@ class LLMFrontend(BatchedCalls, Alignment):
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
                 **self.repair_decisive(), **self.align_decisive(),
-                **({"subject_first": True} if self.subject_first else {})}
+                **({"subject_first": True} if self.subject_first else {}),
+                **({"tighten": TIGHTEN_VERSION} if self.tighten else {})}
 
     def reading_metadata(self) -> dict[str, Any]:
         """What the frozen file records of how replies were read: the triples turned round."""
-        return {"subject_first_turned": sum(self.turned.values())} if self.subject_first else {}
+        return {**({"subject_first_turned": sum(self.turned.values())} if self.subject_first else {}),
+                **({"spans_tightened": self.tightened} if self.tighten else {})}
 
     def work_path(self, corpus: History, suffix: str) -> Path:
         """A file of this corpus's extraction under `extractions_dir`, named by the
