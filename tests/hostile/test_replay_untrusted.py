@@ -14,7 +14,6 @@ import stat
 from pathlib import Path
 
 import pytest
-import yaml
 
 from common.configurable import UnknownTargetError
 from common.errors import DataError

@@ -4,7 +4,6 @@ token it picks is one llguidance (the transformers engine's enforcer) accepts at
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
