@@ -110,9 +110,9 @@ frontends: $(OFFLINE) $(LLAMACPP) ## paper D.1 / Table 7: hybrid (all statements
 	$(CLI) report
 
 # Issue 38: the direct frontend as measured best for the 1.5B (docs/frontends.md: worked examples, subject
-# named first, spans tightened and names aligned by sentence form, batched repair)
+# named first, spans tightened and names aligned by sentence form, batched repair, a sweep of what is left)
 LLM_EXAMPLES := reader@frontend.extractor=$(EXTRACTOR) frontend.reply_format=lines frontend.prompt=extract_lines_examples \
-	frontend.subject_first=true frontend.tighten=true frontend.align=forms frontend.repair=batched
+	frontend.subject_first=true frontend.tighten=true frontend.align=forms frontend.repair=batched frontend.sweep=true
 LLM_NAME := llm_lines_examples_$(EXTRACTOR)
 HYBRID_NAME := hybrid_lines_examples_$(EXTRACTOR)
 llm-corpus: $(OFFLINE) $(LLAMACPP) ## issue 38: direct LLM and hybrid extraction of all 18,336 statements (1.5B on llama.cpp, hours; an interrupted run resumes from its journal), then the frontend report

@@ -24,6 +24,7 @@ from cmc.records import Record
 from common.calls import Request
 
 REPAIR_MODES = ("per_record", "batched")
+SWEEP_VERSION = 1  # bump when the sweep asks differently (part of the fingerprint when on)
 REVIEW_MODES = ("per_statement", "batched")
 Replies = tuple[dict[int, RecordExtraction], dict[int, str]]  # accepted extractions, problems
 
@@ -39,11 +40,20 @@ def span_of(records: Sequence[Record]) -> str:
     return f"records {', '.join(map(str, positions[:-1]))} and {positions[-1]}"
 
 
+def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:
+    """Add the batch's new relation names to the catalogue, each with the first statement
+    that used it (the alignment call's example)."""
+    for record in batch:
+        for triple in accepted[record.pos].triples if record.pos in accepted else ():
+            catalogue.setdefault(triple.relation, record.text)
+
+
 class BatchedCalls:
     """The follow-up calls of an LLM frontend (mixed into LLMFrontend, whose `batch_request`,
     `_ask`, `batch_records` and `repair` it uses)."""
 
     repair: str
+    sweep: bool
     batch_records: int
     batch_request: Callable[..., Request]  # (records, catalogue, problems, span) -> the request
     _ask: Callable[..., Replies]  # (calls, records, catalogue, problems, purpose, span) -> its replies
@@ -74,6 +84,23 @@ class BatchedCalls:
             fixed.update(accepted)
             still.update(retried)
         return fixed, still
+
+    def sweep_unresolved(self, calls: ExtractorCalls, corpus: Sequence[Record], records: list[RecordExtraction],
+                         catalogue: dict[str, str], problems: dict[int, str]) -> list[RecordExtraction]:
+        """`sweep`: after the whole pass, every statement still unresolved asked once more on its
+        own, told what was wrong (`problems`, or that no line was accepted). A small model that
+        skips a line of a batch renumbers the rest and repeats that on a batched repair; alone, a
+        record cannot be misnumbered. The pass's requests are unchanged: the sweep only follows it."""
+        swept = list(records)
+        for i, (record, extraction) in enumerate(zip(corpus, records)):
+            if extraction.status != "unresolved":
+                continue
+            why = problems.get(record.pos, "no line for this record was accepted")
+            accepted, _ = self._ask(calls, [record], catalogue, {record.pos: why}, "sweep")
+            if record.pos in accepted:
+                swept[i] = accepted[record.pos]
+                learn(catalogue, [record], accepted)
+        return swept
 
     def ask_records(self, calls: ExtractorCalls, records: Sequence[Record], catalogue: dict[str, str],
                     problems: dict[int, str], purpose: str) -> Replies:

@@ -118,6 +118,8 @@ class HybridFrontend(LLMFrontend):
             progress.set(len(direct) + len(covered), replayed=calls.sent == sent_before)
         progress.close()
         records = [direct[r.pos] if r.pos in direct else covered[r.pos][1] for r in corpus]
+        if self.sweep:
+            records = self.sweep_unresolved(calls, corpus.records, records, catalogue, {})
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
         summary = {**book.summary(direct, covered), "statements": len(corpus), "rounds": rounds,
                    "extracted_directly": len(direct), "covered_by_rules": len(covered),

@@ -29,7 +29,7 @@ from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.alignment import ALIGN_MODES, Alignment
 from cmc.frontends.tightening import TIGHTEN_VERSION
-from cmc.frontends.batched import REPAIR_MODES, BatchedCalls
+from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
 from cmc.frontends.reply_grammar import GRAMMAR_VERSION
@@ -77,13 +77,15 @@ class LLMFrontend(BatchedCalls, Alignment):
     would be turned wrongly); off, ids stay as before.
     `tighten` drops framing words a triple's spans share with a more specific sentence form other
     triples were read in (cmc/frontends/tightening.py), before alignment; no call, off by default.
+    `sweep` asks every statement still unresolved after the whole pass once more on its own
+    (cmc/frontends/batched.py); off by default.
     """
 
     def __init__(self, extractor: Reader, cache_dir: str, extractions_dir: str, name: str = "llm",
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
                  repair: str = "per_record", prompt: str | None = None, subject_first: bool = False,
-                 align: str = "llm", tighten: bool = False) -> None:
+                 align: str = "llm", tighten: bool = False, sweep: bool = False) -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -98,6 +100,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
         self.repair, self.align, self.subject_first, self.tighten = repair, align, subject_first, tighten
+        self.sweep = sweep
         self.tightened = 0  # triples whose spans the last extraction tightened
         self.turned: dict[int, int] = {}  # statement -> triples turned round in its last accepted answer
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
@@ -131,7 +134,8 @@ class LLMFrontend(BatchedCalls, Alignment):
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
                 **self.repair_decisive(), **self.align_decisive(),
                 **({"subject_first": True} if self.subject_first else {}),
-                **({"tighten": TIGHTEN_VERSION} if self.tighten else {})}
+                **({"tighten": TIGHTEN_VERSION} if self.tighten else {}),
+                **({"sweep": SWEEP_VERSION} if self.sweep else {})}
 
     def reading_metadata(self) -> dict[str, Any]:
         """What the frozen file records of how replies were read: the triples turned round."""
@@ -222,19 +226,21 @@ class LLMFrontend(BatchedCalls, Alignment):
         frozen beside the records is the alignment."""
         catalogue: dict[str, str] = {}  # relation -> the first statement that used it (alignment's example)
         records: list[RecordExtraction] = []
-        given_up = 0
+        left: dict[int, str] = {}  # statement -> why its last answer was rejected
         progress = Progress(f"extract {corpus.history_id}", len(corpus), done_word="statements extracted")
         for start in range(0, len(corpus), self.batch_records):
             batch = corpus.records[start:start + self.batch_records]
             sent_before = calls.sent
             accepted, problems = self.extract_batch(calls, batch, catalogue)
-            given_up += len(problems)
+            left.update(problems)
             records += [accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch]
             learn(catalogue, batch, accepted)
             progress.update(len(batch), replayed=calls.sent == sent_before)
         progress.close()
+        log.info("%s: %d unresolved after repair", corpus.history_id, sum(r.status == "unresolved" for r in records))
+        if self.sweep:
+            records = self.sweep_unresolved(calls, corpus.records, records, catalogue, left)
         extraction, alignment = self.finish(corpus, calls, catalogue, records)
-        log.info("%s: %d unresolved after repair", corpus.history_id, given_up)
         return extraction, {"alignment": alignment, **self.reading_metadata()}
 
     def extract_batch(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str]
@@ -274,11 +280,3 @@ class LLMFrontend(BatchedCalls, Alignment):
         if prediction.finish_reason == "length":  # say so: the repair then knows to be brief
             rejected = {pos: f"{why} (the answer was cut at the token cap)" for pos, why in rejected.items()}
         return accepted, rejected
-
-
-def learn(catalogue: dict[str, str], batch: Sequence[Record], accepted: dict[int, RecordExtraction]) -> None:
-    """Add the batch's new relation names to the catalogue, each with the first statement
-    that used it (the alignment call's example)."""
-    for record in batch:
-        for triple in accepted[record.pos].triples if record.pos in accepted else ():
-            catalogue.setdefault(triple.relation, record.text)

@@ -34,6 +34,8 @@ class GrammarOracle:
       passes validation but must leave it unresolved.
     - `turned`: this statement's subject and object come swapped, in every answer (a small
       model's habit of naming the person first). A tuple names several.
+    - `crowded`: this statement is answered only in a call that asks it alone (a small model
+      that skips a line of a batch, in the batch and in a batched repair). A tuple names several.
     Replies come in a code fence with chatter after it, braces included. `users` keeps every
     user message received (what the extractor was shown).
     """
@@ -42,10 +44,11 @@ class GrammarOracle:
 
     def __init__(self, renamed: str = "", renamed_after: int = 0, conflicted: str = "",
                  misquoted: int | tuple[int, ...] = 0, hopeless: int | tuple[int, ...] = 0, doubled: int = 0,
-                 turned: int | tuple[int, ...] = 0) -> None:
+                 turned: int | tuple[int, ...] = 0, crowded: int | tuple[int, ...] = 0) -> None:
         self.grammar = GrammarFrontend(str(TEMPLATES))
         self.renamed, self.renamed_after, self.conflicted = renamed, renamed_after, conflicted
         self.misquoted, self.hopeless, self.doubled, self.turned = misquoted, hopeless, doubled, turned
+        self.crowded = crowded
         self.align_finish = "stop"
         self.calls: list[str] = []
         self.users: list[str] = []
@@ -61,7 +64,8 @@ class GrammarOracle:
         records = [(int(pos), text) for pos, text in re.findall(r"^(\d+)\. (.*)$", user, re.MULTILINE)]
         repair = "was rejected" in user
         self.calls.append("repair" if repair else "batch")
-        entries = [self._entry(pos, text, repair) for pos, text in records if not named(pos, self.hopeless)]
+        entries = [self._entry(pos, text, repair) for pos, text in records
+                   if not named(pos, self.hopeless) and not (named(pos, self.crowded) and len(records) > 1)]
         if "Write one line for every record" in system:  # reply_format: lines
             text = "Here are the lines:\n" + "\n".join(lines_of(e) for e in entries) + "\n(all checked)"
         else:

@@ -103,6 +103,28 @@ def test_batched_repair_fixes_a_batch_in_one_call_a_round_as_per_record_repair_d
     assert second_round.endswith("record 6.") and second_round.count("was rejected") == 1
 
 
+CROWDED = (2, 3, 11)  # 2 and 3 share the first batch and its batched repair; 11 is alone in the second's
+
+
+def test_the_sweep_asks_each_statement_left_unresolved_alone_after_the_pass(history, tmp_path):
+    """A statement a small model skips whenever it shares a call (`crowded`) stays unresolved
+    through batched repair when a neighbour is rejected with it, and is read on the sweep,
+    asked alone; the pass's own calls are the same with and without the sweep."""
+    positions = {r.pos: i for i, r in enumerate(history.records, 1)}
+    plain, plain_calls = extract(history, tmp_path / "a", GrammarOracle(crowded=CROWDED, hopeless=HOPELESS),
+                                 repair="batched")
+    oracle = GrammarOracle(crowded=CROWDED, hopeless=HOPELESS)
+    swept, swept_calls = extract(history, tmp_path / "b", oracle, repair="batched", sweep=True)
+    assert sorted(positions[r.pos] for r in plain.records if r.status == "unresolved") == sorted([2, 3, *HOPELESS])
+    assert sorted(positions[r.pos] for r in swept.records if r.status == "unresolved") == list(HOPELESS)
+    fixed = {r.pos for r in plain.records if r.status == "unresolved"} - {r.pos for r in swept.records if r.status == "unresolved"}
+    assert all(a == b for a, b in zip(plain.records, swept.records) if a.pos not in fixed)
+    # the sweep asks 2, 3, 6 and 18 alone (two of them hopeless): four calls after the pass's own
+    assert swept_calls == {**plain_calls, "sweep": 4}
+    assert oracle.calls[-5:] == ["repair"] * 4 + ["align"]  # a sweep request is worded as a repair
+    assert oracle.users[-2].endswith("record 18.") and "no line for this record" not in oracle.users[-2]
+
+
 class FakeCalls:
     """ExtractorCalls that keep each request and answer it with nothing (every record rejected)."""
 
@@ -150,6 +172,20 @@ def test_a_batched_review_asks_all_dissenters_of_a_rule_in_one_call(tmp_path):
     assert after["cost"]["calls_by_purpose"] == {"align": 1, "extract": 3, "repair": 1, "review": 2}
     reviews = [user for user in oracle.users if "records of this same form" in user]
     assert [r.count("was rejected") for r in reviews] == [1, 2] and reviews[1].endswith("records 4 and 8.")
+
+
+def test_the_hybrid_sweeps_its_unresolved_statements_alone_too(tmp_path):
+    """The hybrid's direct extraction leaves crowded statements (both in one batch and its
+    repair) unresolved; its sweep reads them, told only that no line was accepted."""
+    history = History("synthetic", "", tuple(Record(i, t) for i, t in enumerate(CORPUS, 1)))
+    plain, before = hybrid(history, tmp_path / "a", GrammarOracle(crowded=(1, 2)), repair="batched")
+    oracle = GrammarOracle(crowded=(1, 2))
+    swept, after = hybrid(history, tmp_path / "b", oracle, repair="batched", sweep=True)
+    assert [r.pos for r in plain.records if r.status == "unresolved"] == [1, 2]
+    assert [r.pos for r in swept.records if r.status == "unresolved"] == []
+    assert after["cost"]["calls_by_purpose"] == {**before["cost"]["calls_by_purpose"], "sweep": 2}
+    sweeps = [user for user in oracle.users if "no line for this record was accepted" in user]
+    assert [u.rsplit(" ", 1)[1] for u in sweeps] == ["1.", "2."]
 
 
 class CappedExtractor(OpenAIReader):
