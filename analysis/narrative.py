@@ -58,9 +58,10 @@ def paper_reference(reference_dir: Path, experiment: str) -> dict[str, Any] | No
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def table_frontend(markdown: str) -> str | None:
-    """The frontend a generated table's provenance line names ("Frontend: NAME.")."""
-    match = re.search(r"\bFrontend: ([^\s.]+)\.", markdown)
+def provenance_field(markdown: str, field: str, after: str) -> str | None:
+    """A name a generated table's provenance line gives ("Frontend: NAME. Population: ..."):
+    read up to the field that follows it, since a name may hold dots."""
+    match = re.search(rf"\b{field}: (\S+?)\.? {after}", markdown)
     return match.group(1) if match else None
 
 
@@ -79,7 +80,8 @@ def paper_cells(reference: dict[str, Any] | None, frontend: str) -> tuple[dict[s
 
 def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any]]:
     """One section per main table found, in name order: each experiment's default population
-    and QUICK, each on its own frontend (table1, table1_quick, table1_llm_lines_..., ports, ...)."""
+    and QUICK, each on its own frontend (table1, table1_quick, table1_llm_lines_..., ports, ...),
+    with the experiment's default reader (another reader's tables are in results/tables only)."""
     sections = []
     for csv in sorted(p for prefix in EXPERIMENTS for p in tables.glob(f"{prefix}*.csv")):
         stem = csv.stem
@@ -87,12 +89,14 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
         main = _table(tables, stem) if variant in ("", "quick") or variant.startswith(("quick_", "llm_", "hybrid_")) else None
         if main is None:
             continue  # a part of a section (contrasts, by_length, ...), another reader or population, a grid
-        frontend = table_frontend(main["markdown"]) or "grammar"
+        frontend = provenance_field(main["markdown"], "Frontend", "Population:") or "grammar"
         if variant not in ("", "quick") and variant.removeprefix("quick_") != frontend:
             continue  # e.g. table7_hybrid_..._selection: a part whose name starts like a frontend
         paper = paper_reference(reference_dir, experiment)
         views, paper_frontend = paper_cells(paper, frontend)
+        population = provenance_field(main["markdown"], "Population", r"\(")
         sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": paper, "frontend": frontend,
+                         "population": population,
                          "frontend_kind": frontend.split("_")[0], "paper_views": views, "paper_frontend": paper_frontend,
                          **{part: _table(tables, stem, part) for part in SECTIONS}})
     return sections

@@ -211,9 +211,10 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str],
 
     `reference` ((arm, question_id) -> gold present) is the same views' evidence on the grammar
     frontend's extraction. With it, an LLM frontend's row also separates the extraction: the view
-    and the reader are held fixed, so a packet that lacks the gold string here but held it on the
-    grammar's extraction (`lost_to_extraction`), or the reverse (`gained_by_extraction`), differs
-    because of what was extracted. A view the reference lacks gets no counts, not zeros."""
+    is held fixed, so a packet that lacks the gold string here but held it on the grammar's
+    extraction (`lost_to_extraction`), or the reverse (`gained_by_extraction`), differs because of
+    the frontend: what it extracted, the unresolved records it shows as text, and what its empty
+    selections fall back to. A view the reference lacks gets no counts, not zeros."""
     if not {"gold_present", "answer_in_evidence"} <= set(items):
         raise ValueError("items lack gold_present / answer_in_evidence: build them with "
                          "experiment_items(..., histories=dataset.histories)")
@@ -238,7 +239,7 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str],
     return pd.DataFrame(rows)
 
 
-def extraction_counts(group: pd.DataFrame, reference: Mapping[tuple[str, str], bool]) -> dict[str, float]:
+def extraction_counts(group: pd.DataFrame, reference: Mapping[tuple[str, str], bool]) -> dict[str, int | float]:
     """One run-and-hop group's gold presence against the same view on the grammar's extraction;
     NaN when the reference lacks any of the group's questions (never a partial count)."""
     keys = list(zip(group["arm"], group["question_id"]))

@@ -194,8 +194,8 @@ def grammar_gold(chosen: Slice, vault: LabelVault, questions: dict, histories: A
     """Per (view, question): whether the same view's evidence on the experiment's default
     (grammar) frontend held a gold string, so an LLM frontend's selection table can separate its
     extraction; None for the default frontend itself or when none of its bundles is sealed.
-    Evidence does not depend on a one-call reader, so another reader's bundle serves when the
-    wanted reader has none (the wanted reader's first)."""
+    A one-call view's evidence does not depend on the reader, so another reader's bundle serves
+    when the wanted reader has none; a multi-call method's (its trace) does, so only its own."""
     default = chosen.defaults["frontend"]
     if chosen.wanted["frontend"] == default:
         return None
@@ -208,7 +208,8 @@ def grammar_gold(chosen: Slice, vault: LabelVault, questions: dict, histories: A
     if not by_arm:
         return None
     items = experiment_items(by_arm.values(), vault, questions, chosen.cfg.experiment.cluster, histories)
-    return {(arm, qid): bool(gold) for arm, qid, gold in zip(items["arm"], items["question_id"], items["gold_present"])}
+    usable = items[(items["reader"] == chosen.wanted["reader"]) | (items.groupby("arm")["calls"].transform("max") == 1)]
+    return {(arm, qid): bool(gold) for arm, qid, gold in zip(usable["arm"], usable["question_id"], usable["gold_present"])}
 
 
 def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:

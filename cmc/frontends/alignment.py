@@ -85,12 +85,13 @@ class Alignment:
         return {"align": self.align, "forms": FORMS_VERSION} if self.align == "forms" else {}
 
     def finish(self, corpus: History, calls: ExtractorCalls, catalogue: dict[str, str],
-               records: Sequence[RecordExtraction]) -> tuple[Extraction, dict[str, str]]:
+               records: Sequence[RecordExtraction], extracted: set[int] | None = None
+               ) -> tuple[Extraction, dict[str, str]]:
         """The spans tightened (`tighten`), the names aligned (one call over the catalogue, or by form), and one value per slot
         (a record giving two becomes unresolved): the corpus's Extraction and the alignment,
         which maps old names to new ones after the call, and forms to their chosen names by form."""
-        if self.tighten:
-            records, self.tightened = tighten_by_form(corpus, records)
+        if self.tighten:  # from and on the extractor's own readings (`extracted`; None: all records)
+            records, self.tightened = tighten_by_form(corpus, records, only=extracted)
         if self.align == "forms":
             renamed, alignment = align_by_form(corpus, records, list(catalogue))
         else:

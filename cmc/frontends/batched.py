@@ -24,7 +24,7 @@ from cmc.records import Record
 from common.calls import Request
 
 REPAIR_MODES = ("per_record", "batched")
-SWEEP_VERSION = 1  # bump when the sweep asks differently (part of the fingerprint when on)
+SWEEP_VERSION = 2  # bump when the sweep asks differently (part of the fingerprint when on)
 REVIEW_MODES = ("per_statement", "batched")
 Replies = tuple[dict[int, RecordExtraction], dict[int, str]]  # accepted extractions, problems
 
@@ -87,16 +87,17 @@ class BatchedCalls:
 
     def sweep_unresolved(self, calls: ExtractorCalls, corpus: Sequence[Record], records: list[RecordExtraction],
                          catalogue: dict[str, str], problems: dict[int, str]) -> list[RecordExtraction]:
-        """`sweep`: after the whole pass, every statement still unresolved asked once more on its
-        own, told what was wrong (`problems`, or that no line was accepted). A small model that
-        skips a line of a batch renumbers the rest and repeats that on a batched repair; alone, a
-        record cannot be misnumbered. The pass's requests are unchanged: the sweep only follows it."""
+        """`sweep`: after the whole pass, every statement left unresolved because its answers were
+        rejected (`problems`: why, the last time) asked once more on its own, told why. A small
+        model that skips a line of a batch renumbers the rest and repeats that on a batched
+        repair; alone, a record cannot be misnumbered. A statement the extractor itself called
+        unresolved (negation, a pronoun: the prompt's use of the status) gave its answer and is
+        not asked again. The pass's requests are unchanged: the sweep only follows it."""
         swept = list(records)
         for i, (record, extraction) in enumerate(zip(corpus, records)):
-            if extraction.status != "unresolved":
+            if extraction.status != "unresolved" or record.pos not in problems:
                 continue
-            why = problems.get(record.pos, "no line for this record was accepted")
-            accepted, _ = self._ask(calls, [record], catalogue, {record.pos: why}, "sweep")
+            accepted, _ = self._ask(calls, [record], catalogue, {record.pos: problems[record.pos]}, "sweep")
             if record.pos in accepted:
                 swept[i] = accepted[record.pos]
                 learn(catalogue, [record], accepted)

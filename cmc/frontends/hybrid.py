@@ -31,8 +31,8 @@ from typing import Any
 
 from cmc.extraction import Extraction, RecordExtraction
 from cmc.frontends import ExtractorCalls
-from cmc.frontends.batched import REVIEW_MODES, span_of
-from cmc.frontends.llm import LLMFrontend, learn
+from cmc.frontends.batched import REVIEW_MODES, learn, span_of
+from cmc.frontends.llm import LLMFrontend
 from cmc.frontends.rules import RULES_VERSION, Rule, RuleBook
 from cmc.records import History, Record
 from common.configurable import configurable
@@ -100,6 +100,7 @@ class HybridFrontend(LLMFrontend):
         catalogue: dict[str, str] = {}
         direct: dict[int, RecordExtraction] = {}
         covered: dict[int, tuple[Rule, RecordExtraction]] = {}
+        left: dict[int, str] = {}  # directly extracted statement -> why its last answer was rejected
         rounds = 0
         progress = Progress(f"hybrid {corpus.history_id}", len(corpus), done_word="statements settled")
         while due := list(dict.fromkeys([*book.due_checks(direct),
@@ -109,7 +110,8 @@ class HybridFrontend(LLMFrontend):
             chunk = [corpus.record(pos) for pos in due[:self.batch_records * self.round_batches]]
             for start in range(0, len(chunk), self.batch_records):
                 batch = chunk[start:start + self.batch_records]
-                accepted, _ = self.extract_batch(calls, batch, catalogue)
+                accepted, problems = self.extract_batch(calls, batch, catalogue)
+                left.update(problems)
                 direct.update({r.pos: accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch})
                 learn(catalogue, batch, accepted)
             self._review(calls, corpus, book, direct, catalogue)
@@ -119,8 +121,9 @@ class HybridFrontend(LLMFrontend):
         progress.close()
         records = [direct[r.pos] if r.pos in direct else covered[r.pos][1] for r in corpus]
         if self.sweep:
-            records = self.sweep_unresolved(calls, corpus.records, records, catalogue, {})
-        extraction, alignment = self.finish(corpus, calls, catalogue, records)
+            records = self.sweep_unresolved(calls, corpus.records, records, catalogue,
+                                            {pos: why for pos, why in left.items() if pos in direct})
+        extraction, alignment = self.finish(corpus, calls, catalogue, records, set(direct))
         summary = {**book.summary(direct, covered), "statements": len(corpus), "rounds": rounds,
                    "extracted_directly": len(direct), "covered_by_rules": len(covered),
                    "unresolved": len(extraction.positions("unresolved"))}

@@ -28,11 +28,11 @@ from typing import Any, Iterable, Sequence
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.alignment import ALIGN_MODES, Alignment
-from cmc.frontends.tightening import TIGHTEN_VERSION
 from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
 from cmc.frontends.reply_grammar import GRAMMAR_VERSION
+from cmc.frontends.tightening import TIGHTEN_VERSION
 from cmc.records import History, Record
 from common.calls import Reader, Request
 from common.configurable import configurable

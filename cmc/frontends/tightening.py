@@ -5,7 +5,7 @@ Fatah is Mahmoud Abbas." read as ("The chairperson of Fatah", ..., "Mahmoud Abba
 religion of Islam" as an object. Such a triple's key never meets the question's anchor, and its
 literal form ("{S} is {O}.") lumps different relations together, so form alignment then gives
 them one name. Where the same extractor read other statements of that sentence form with the
-framing outside the spans ("The chairperson of {S} is {O}." from at least `min_support` triples),
+framing outside the spans ("The chairperson of {S} is {O}." from at least `min_support` statements),
 and read the statements that form matches that way more often than in the triple's own form,
 the triple takes that form's reading instead.
 
@@ -14,6 +14,10 @@ Only ever tightening: the form's subject and object spans must lie inside the tr
 reads the statement wins (the most literal text, then the most support). The forms come from
 the extractor's own validated triples (`rules.rule_of`, the hybrid's rule induction), never from
 the grammar, a question or an answer; the relation name is left for the alignment that follows.
+On the hybrid only its direct extractions vote and are tightened: a statement covered by a kept
+rule is the rule's reading, and a rule the book did not keep must not come back as a form.
+A triple whose own spans make no form (they overlap) has no reading to outvote: any shared form
+inside its spans may tighten it.
 """
 from __future__ import annotations
 
@@ -32,11 +36,12 @@ class SharedForms:
     """The literal forms at least `min_support` triples were read in (most specific first),
     which statements each form reads, and which forms each statement's triples were read in."""
 
-    def __init__(self, texts: dict[int, str], records: Sequence[RecordExtraction], min_support: int) -> None:
+    def __init__(self, texts: dict[int, str], records: Sequence[RecordExtraction], min_support: int,
+                 only: set[int] | None = None) -> None:
         self.texts = texts
         self.read_in: dict[int, set[Rule]] = {}
         for record in records:
-            for t in record.triples:
+            for t in record.triples if only is None or record.pos in only else ():
                 if (rule := rule_of(texts[record.pos], t)) is not None:
                     self.read_in.setdefault(record.pos, set()).add(rule)
         self.support = Counter(rule for rules in self.read_in.values() for rule in rules)
@@ -75,13 +80,17 @@ def tightened(pos: int, triple: Triple, shared: SharedForms) -> Triple:
     return triple
 
 
-def tighten_by_form(corpus: History, records: Sequence[RecordExtraction], min_support: int = 2
-                    ) -> tuple[list[RecordExtraction], int]:
+def tighten_by_form(corpus: History, records: Sequence[RecordExtraction], min_support: int = 2,
+                    only: set[int] | None = None) -> tuple[list[RecordExtraction], int]:
     """Every triple tightened to the most specific preferred shared form inside its spans, and
-    how many triples changed. A record whose two triples become one keeps one."""
-    shared = SharedForms({r.pos: r.text for r in corpus}, records, min_support)
+    how many triples changed; `only`: the statements whose readings vote and may change (None:
+    all). A record whose two triples become one keeps one."""
+    shared = SharedForms({r.pos: r.text for r in corpus}, records, min_support, only)
     out, changed = [], 0
     for record in records:
+        if only is not None and record.pos not in only:
+            out.append(record)
+            continue
         triples = [tightened(record.pos, t, shared) for t in record.triples]
         moved = sum(a is not b for a, b in zip(triples, record.triples))
         changed += moved

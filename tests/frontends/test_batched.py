@@ -174,9 +174,9 @@ def test_a_batched_review_asks_all_dissenters_of_a_rule_in_one_call(tmp_path):
     assert [r.count("was rejected") for r in reviews] == [1, 2] and reviews[1].endswith("records 4 and 8.")
 
 
-def test_the_hybrid_sweeps_its_unresolved_statements_alone_too(tmp_path):
+def test_the_hybrid_sweeps_its_rejected_statements_alone_too(tmp_path):
     """The hybrid's direct extraction leaves crowded statements (both in one batch and its
-    repair) unresolved; its sweep reads them, told only that no line was accepted."""
+    repair) unresolved; its sweep reads them, each told why its last answer was rejected."""
     history = History("synthetic", "", tuple(Record(i, t) for i, t in enumerate(CORPUS, 1)))
     plain, before = hybrid(history, tmp_path / "a", GrammarOracle(crowded=(1, 2)), repair="batched")
     oracle = GrammarOracle(crowded=(1, 2))
@@ -184,8 +184,21 @@ def test_the_hybrid_sweeps_its_unresolved_statements_alone_too(tmp_path):
     assert [r.pos for r in plain.records if r.status == "unresolved"] == [1, 2]
     assert [r.pos for r in swept.records if r.status == "unresolved"] == []
     assert after["cost"]["calls_by_purpose"] == {**before["cost"]["calls_by_purpose"], "sweep": 2}
-    sweeps = [user for user in oracle.users if "no line for this record was accepted" in user]
+    sweeps = oracle.users[-3:-1]  # the two calls before the alignment's
     assert [u.rsplit(" ", 1)[1] for u in sweeps] == ["1.", "2."]
+    assert all("Your last answer for record" in u and u.count("was rejected") == 1 for u in sweeps)
+
+
+def test_the_sweep_leaves_a_statement_the_extractor_itself_called_unresolved(tmp_path):
+    """"Alice is not married to Bob." answered `unresolved` (the prompt's use of the status for a
+    negation) was the extractor's answer, not a rejected one: the sweep never asks it again."""
+    texts = ["The capital of Peru is Lima.", "Alice is not married to Bob.", "The capital of Chile is Santiago.",
+             "Zed is a citizen of Peru."]
+    history = History("negation", "", tuple(Record(i, t) for i, t in enumerate(texts, 1)))
+    oracle = GrammarOracle(crowded=(3, 4))
+    extraction, calls = extract(history, tmp_path, oracle, repair="batched", sweep=True)
+    assert [r.status for r in extraction.records] == ["facts", "unresolved", "facts", "facts"]
+    assert calls["sweep"] == 2 and not any(u.endswith("record 2.") for u in oracle.users)
 
 
 class CappedExtractor(OpenAIReader):

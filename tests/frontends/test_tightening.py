@@ -108,3 +108,18 @@ def test_tightening_leaves_reads_that_are_already_right_and_joins_the_fingerprin
     assert "tighten" in frontend.decisive() and "tighten" not in plain.decisive()
     assert {k: v for k, v in frontend.decisive().items() if k != "tighten"} == \
         {k: v for k, v in plain.decisive().items() if k != "tighten"} | {"batch_records": 8}
+
+
+def test_only_the_statements_named_vote_and_change():
+    """The hybrid tightens its direct extractions only: a rule-covered statement (Labour, read
+    with its framing) is neither changed nor counted, and covered reads cannot make a form."""
+    corpus, records = read([("The chairperson of Fatah is Ann Lee.", "Fatah", "Ann Lee"),
+                            ("The chairperson of Likud is Bo Chan.", "Likud", "Bo Chan"),
+                            ("The chairperson of Meretz is Eve Ng.", "Meretz", "Eve Ng"),
+                            ("The chairperson of Labour is Cy Diaz.", "The chairperson of Labour", "Cy Diaz"),
+                            ("The chairperson of Kadima is Di Evans.", "The chairperson of Kadima", "Di Evans")])
+    assert tighten_by_form(corpus, records)[1] == 2
+    pos = [r.pos for r in corpus.records]
+    tightened, changed = tighten_by_form(corpus, records, only=set(pos) - {pos[3]})
+    assert changed == 1 and pairs(tightened)[3] == pairs(records)[3] and pairs(tightened)[4] == [("Kadima", "Di Evans")]
+    assert tighten_by_form(corpus, records, only={pos[0], pos[3], pos[4]}) == (records, 0)  # one direct read of the form

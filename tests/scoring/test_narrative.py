@@ -103,10 +103,28 @@ def test_an_llm_frontends_table_is_its_own_section_beside_the_papers_llm_cells(t
     assert "the paper's cells come from its direct LLM extraction, this table's from the grammar frontend" in table1
 
 
-def test_the_order_control_sits_beside_the_papers_table12(tmp_path):
-    """Table 12's strata: ours, then the paper's count and accuracy where its text gives them."""
-    text = write_report(TABLES, PAPER, tmp_path / "REPORT.md").read_text()
+def test_the_order_control_sits_beside_the_papers_table12_on_all_800_only(tmp_path):
+    """Table 12's strata: ours, then the paper's count and accuracy where its text gives them;
+    a QUICK table's strata are no population of the paper's, so they stand alone."""
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    (tables / "table1_key_change.csv").write_text(
+        "arm,hop,keys_change,n,correct,accuracy,wilson_low,wilson_high\n"
+        "cmc,mh,True,360,250,69.44,1.0,2.0\nprior_read_refresh,sh,False,110,100,90.91,1.0,2.0\n")
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
     section = text.split("\n## table1\n", 1)[1].split("\n## ", 1)[0]
     assert "### Order control by key-change stratum (paper Table 12)" in section
-    assert "| cmc | mh | True | 370 / 369 | 62.43 / 76.42 |" in section
-    assert "| prior_read_refresh | sh | False | 107 / 110 | 93.46 / -- |" in section
+    assert "| cmc | mh | True | 360 / 369 | 69.44 / 76.42 |" in section
+    assert "| prior_read_refresh | sh | False | 110 / 110 | 90.91 / -- |" in section
+    quick = text.split("\n## table1_quick\n", 1)[1].split("\n## ", 1)[0]
+    assert "### Order control by key-change stratum" in quick and "/ 369" not in quick
+
+
+def test_a_frontend_name_with_dots_is_read_whole(tmp_path):
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    header = "view,n,SH,SH 95% CI,MH,MH 95% CI,Tokens,Trunc.\n"
+    _frontend_table(tables, "table7_llm_lines_qwen2.5_1.5b", "llm_lines_qwen2.5_1.5b",
+                    "cmc,800,90.0,\"[1, 2]\",60.0,\"[1, 2]\",300,0\n", header)
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    assert "\n## table7_llm_lines_qwen2.5_1.5b\n" in text
