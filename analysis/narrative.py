@@ -33,6 +33,8 @@ DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),
                 "tables/table7_short*_selection.md"),
                ("LLM frontends against the grammar frontend (cmc-harness frontend-report)", "tables/frontends.md"),
                ("CMC evidence with each frontend (cmc-harness frontend-report)", "tables/frontends_coverage.md"),
+               ("Issue 38's targets for a whole-corpus extraction (cmc-harness frontend-report)",
+                "tables/frontends_targets.md"),
                ("Label screen, appendix B.3 (make screen)", "tables/label_screen.md"),
                ("CPU reader engines side by side (make bench-readers)", "bench/readers_qwen25_coder_15b.md"))
 
