@@ -122,8 +122,10 @@ llm-corpus: $(OFFLINE) $(LLAMACPP) ## issue 38: direct LLM and hybrid extraction
 
 # The paper's LLM-extraction protocol on the frozen extractions above (make llm-corpus first): Table 1's six
 # views (with Table 8 by length and Table 12's key-change strata), Table 9's rows, Table 7 with the three frontends.
-# A request identical to one already answered (Table 9's views that are Table 1's, Table 7's CMC read) is not sent again.
+# A request identical to one already answered (Table 9's views that are Table 1's, Table 7's CMC read, the grammar
+# runs' raw suffix, imported from their sealed bundles) is not sent again.
 llm-tables: $(OFFLINE) ## issue 38: Tables 1, 8, 9, 12 and 7 on the direct LLM extraction, all 800 questions; READER=...
+	$(CLI) store-import results/bundles/table1 results/bundles/table9 results/bundles/table7
 	$(CLI) run -m experiment=table1 frontend=llm $(LLM_EXAMPLES) reader=$(READER)
 	$(CLI) run -m experiment=table9 frontend=llm $(LLM_EXAMPLES) reader=$(READER)
 	$(CLI) run experiment=table7 frontend=llm $(LLM_EXAMPLES) reader=$(READER)

@@ -43,6 +43,8 @@ COMMANDS: dict[str, Command] = {
                                         "overrides as `python run.py`, `-m` for a multirun"),
     "replay": Command("harness.commands", "rebuild a sealed bundle's evidence and requests, check its seal, rescore"),
     "reseal": Command("harness.commands", "seal a bundle again under the current code from its own answers"),
+    "store-import": Command("harness.store_import", "the answers of sealed bundles into this machine's prediction "
+                                                    "store (an identical request is then not sent again)"),
     "regenerate-sample": Command("harness.regenerate", "regenerate a stratified sample of sealed requests in this "
                                                        "environment and compare the answers"),
     "tables": Command("harness.make_tables", "score an experiment's sealed bundles: tables and figures"),
