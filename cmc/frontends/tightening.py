@@ -68,13 +68,14 @@ def tightened(pos: int, triple: Triple, shared: SharedForms) -> Triple:
     """The triple read by the most specific shared form whose spans lie inside its own, differ
     from them, and which the extractor preferred on such statements; the triple itself when none."""
     text = shared.texts[pos]
+    own = rule_of(text, triple)  # the triple's own form, once: each candidate is weighed against it
     for form in shared.forms:
         spans = shared.reads[form].get(pos)
         if spans is None or spans == (triple.subject_span, triple.object_span):
             continue
         subject, obj = spans
         if _inside(subject, triple.subject_span) and _inside(obj, triple.object_span) \
-                and shared.preferred(form, rule_of(text, triple)):
+                and shared.preferred(form, own):
             return dataclasses.replace(triple, subject=text[slice(*subject)], object=text[slice(*obj)],
                                        subject_span=subject, object_span=obj)
     return triple
