@@ -12,6 +12,8 @@ from typing import Callable
 
 import pandas as pd
 
+from cmc.frontends import frontend_kind
+
 WHOLE_CORPUS = "6k+32k+64k+262k"
 PAPER_STATEMENTS = 18_336
 
@@ -45,7 +47,7 @@ def target_table(frontends: pd.DataFrame) -> pd.DataFrame:
     the paper's figure (None where D.1 gives none)."""
     rows = []
     for _, row in frontends[frontends["histories"] == WHOLE_CORPUS].iterrows():
-        kind = row["frontend"].split("_")[0]
+        kind = frontend_kind(row["frontend"])
         for target, kinds, measure, sign, bound, paper in TARGETS:
             if kind not in kinds:
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from cmc.frontends import frontend_kind
 from common.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -73,7 +74,7 @@ def paper_cells(reference: dict[str, Any] | None, frontend: str) -> tuple[dict[s
     hybrid: a name up to its first '_') when it gives them, else its main cells."""
     if reference is None:
         return {}, None
-    kind = frontend.split("_")[0]
+    kind = frontend_kind(frontend)
     by_kind = reference.get("views_by_frontend", {})
     if kind in by_kind:
         return by_kind[kind], kind
@@ -99,7 +100,7 @@ def experiment_sections(tables: Path, reference_dir: Path) -> list[dict[str, Any
         population = provenance_field(main["markdown"], "Population", r"\(")
         sections.append({"stem": stem, "experiment": experiment, "main": main, "paper": paper, "frontend": frontend,
                          "population": population,
-                         "frontend_kind": frontend.split("_")[0], "paper_views": views, "paper_frontend": paper_frontend,
+                         "frontend_kind": frontend_kind(frontend), "paper_views": views, "paper_frontend": paper_frontend,
                          **{part: _table(tables, stem, part) for part in SECTIONS}})
     return sections
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.diagnostics import gold_in_text
 from cmc.evidence import rebuild_text
+from cmc.frontends import frontend_kind
 from cmc.records import History, Question
 from common.errors import DataError
 from provenance.bundle import read_bundle_jsonl, read_manifest, verify_seal
@@ -196,7 +197,7 @@ def reader_grid(items: pd.DataFrame, paper: Mapping[str, Any] | None = None) -> 
     counts = (items[items["arm"] == view].groupby(["reader", "frontend"], sort=False)["substring_em"]
               .agg(correct="sum", n="size").reset_index())
     grid = grid.merge(counts.rename(columns={"correct": f"{view} correct"}), on=["reader", "frontend"], how="left")
-    kind = grid["frontend"].str.split("_").str[0]
+    kind = grid["frontend"].map(frontend_kind)
     grid["paper correct"] = [paper["correct"].get(k) if n == paper["n"] else None for k, n in zip(kind, grid["n"])]
     return grid
 

@@ -111,3 +111,21 @@ def test_packets_built_from_a_frozen_extraction_are_current_only_for_its_content
     assert not evidence_is_current(cfg, pin)
     frozen.unlink()  # gone: rebuild, so the frontend can say which file is missing
     assert not evidence_is_current(cfg, pin)
+
+
+EXTRACTOR = "reader@frontend.extractor=qwen25_coder_15b_llamacpp"
+
+
+@pytest.mark.parametrize("kind, overrides", [
+    ("grammar", ()),
+    ("llm", (EXTRACTOR,)),
+    ("llm", (EXTRACTOR, "frontend.reply_format=lines", "frontend.prompt=extract_lines_examples")),
+    ("hybrid", (EXTRACTOR, "frontend.reply_format=lines")),
+])
+def test_a_composed_frontend_name_reads_back_as_its_kind(kind, overrides):
+    """Tables set a frontend beside the paper's figures for its kind, read from the name the
+    config builds; every name the config can build must read back as the group it came from."""
+    from cmc.frontends import frontend_kind
+
+    name = compose_config(f"frontend={kind}", *overrides).frontend.name
+    assert frontend_kind(name) == kind, name

@@ -9,6 +9,13 @@ from cmc.records import History
 from common.calls import Reader, Request
 
 
+def frontend_kind(name: str) -> str:
+    """The kind of extraction a frontend's name stands for (grammar, llm, hybrid): its name up
+    to the first '_', as `harness.config` builds it (llm_lines_examples_<extractor> is an llm
+    frontend). Tables set a frontend beside the paper's figures for the same kind."""
+    return name.split("_", 1)[0]
+
+
 class Frontend(Protocol):
     name: str
 
