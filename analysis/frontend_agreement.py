@@ -76,15 +76,15 @@ def status_counts(extraction: Extraction) -> dict[str, int]:
 def frontend_row(name: str, extraction: Extraction, reference: Extraction, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the frontend table: statuses, agreement with the reference, frozen cost
     (calls and what they were for, tokens, seconds) and, for the hybrid, its rule counts."""
-    cost = metadata.get("cost", {})
+    cost = metadata.get("cost", {})  # files frozen before cost was recorded have none: blank, not 0
     hybrid = metadata.get("hybrid", {})
     return {
         "frontend": name, **status_counts(extraction), **agreement(reference, extraction),
-        "calls": cost.get("calls", 0),
+        "calls": cost.get("calls"),
         "calls_by_purpose": ", ".join(f"{k} {v}" for k, v in cost["calls_by_purpose"].items())
                             if "calls_by_purpose" in cost else None,  # files frozen before it was counted have none
-        "input_tokens": cost.get("input_tokens", 0),
-        "output_tokens": cost.get("output_tokens", 0), "seconds": round(cost.get("seconds", 0.0), 1),
+        "input_tokens": cost.get("input_tokens"), "output_tokens": cost.get("output_tokens"),
+        "seconds": round(cost["seconds"], 1) if "seconds" in cost else None,
         "rules_kept": len(hybrid.get("kept", [])) if hybrid else None,
         "rules_rejected": len(hybrid.get("rejected", [])) if hybrid else None,
         "covered_by_rules": hybrid.get("covered_by_rules"), "extracted_directly": hybrid.get("extracted_directly"),

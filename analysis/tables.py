@@ -237,7 +237,12 @@ def selection_vs_reader(items: pd.DataFrame, views: Sequence[str],
         if reference is not None:
             row.update(extraction_counts(group, reference))
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    counts = [column for column in EXTRACTION_COUNTS if column in frame]  # whole numbers, blank where unknown
+    return frame.astype({column: "Int64" for column in counts})
+
+
+EXTRACTION_COUNTS = ("gold_on_grammar", "lost_to_extraction", "gained_by_extraction")
 
 
 def extraction_counts(group: pd.DataFrame, reference: Mapping[tuple[str, str], bool]) -> dict[str, int | float]:
@@ -245,8 +250,7 @@ def extraction_counts(group: pd.DataFrame, reference: Mapping[tuple[str, str], b
     NaN when the reference lacks any of the group's questions (never a partial count)."""
     keys = list(zip(group["arm"], group["question_id"]))
     if not all(key in reference for key in keys):
-        return {"gold_on_grammar": float("nan"), "lost_to_extraction": float("nan"),
-                "gained_by_extraction": float("nan")}
+        return dict.fromkeys(EXTRACTION_COUNTS, float("nan"))
     before = [reference[key] for key in keys]
     after = group["gold_present"].tolist()
     return {"gold_on_grammar": sum(before),

@@ -1,6 +1,6 @@
 """Crash-safe store of reader predictions keyed by request id.
 
-SQLite in WAL mode: each put is one committed transaction, so a SIGKILL loses at most the
+SQLite in WAL mode: each put (or `put_all`) is one committed transaction, so a SIGKILL loses at most the
 generation in flight, and a rerun finds every finished one. A successful prediction is
 final: later puts for its id are ignored. A recorded failure (error set) is kept for the
 bundle but replaced when a later run retries the request and gets an answer.
@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from common.calls import Prediction
 from common.errors import DataError
@@ -56,13 +56,23 @@ class PredictionStore:
             raise DataError(f"{self.path}: unreadable prediction store ({exc}); {REBUILD_HINT}") from exc
 
     def put(self, prediction: Prediction) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO predictions (request_id, prediction, failed) VALUES (?, ?, ?) "
-                "ON CONFLICT(request_id) DO UPDATE SET prediction = excluded.prediction, failed = excluded.failed "
-                "WHERE predictions.failed = 1",
-                (prediction.request_id, canonical_json(prediction.to_json()), int(prediction.error is not None)),
-            )
+        self.put_all([prediction])
+
+    def put_all(self, predictions: Iterable[Prediction]) -> None:
+        """Every prediction in one transaction: all are stored or, on any error, none (an
+        import that stops half way leaves the store as it was)."""
+        rows = [(p.request_id, canonical_json(p.to_json()), int(p.error is not None)) for p in predictions]
+        with self._lock, self._readable():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT INTO predictions (request_id, prediction, failed) VALUES (?, ?, ?) "
+                    "ON CONFLICT(request_id) DO UPDATE SET prediction = excluded.prediction, failed = excluded.failed "
+                    "WHERE predictions.failed = 1", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def __len__(self) -> int:
         with self._lock:

@@ -109,7 +109,8 @@ class HybridFrontend(LLMFrontend):
             sent_before = calls.sent
             chunk = [corpus.record(pos) for pos in due[:self.batch_records * self.round_batches]]
             for start in range(0, len(chunk), self.batch_records):
-                batch = chunk[start:start + self.batch_records]
+                # in record order, so the request can name them: a round's due checks come first
+                batch = sorted(chunk[start:start + self.batch_records], key=lambda record: record.pos)
                 accepted, problems = self.extract_batch(calls, batch, catalogue)
                 left.update(problems)
                 direct.update({r.pos: accepted.get(r.pos, RecordExtraction(r.pos, "unresolved")) for r in batch})

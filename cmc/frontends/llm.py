@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 from cmc.extraction import Extraction, RecordExtraction, validate
 from cmc.frontends import ExtractorCalls, OpenCalls
 from cmc.frontends.alignment import ALIGN_MODES, Alignment
-from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn
+from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn, span_of
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
 from cmc.frontends.reply_grammar import GRAMMAR_VERSION
@@ -259,19 +259,15 @@ class LLMFrontend(BatchedCalls, Alignment):
         names = ", ".join(catalogue) or "(none yet)"
         lines = [f"Relation names already in use: {names}"]
         lines += [f"Your last answer for record {pos} was rejected: {why}." for pos, why in problems.items()]
-        lines.append(f"{self.reply.ask} {span or self._span(batch)}.")
+        lines.append(f"{self.reply.ask} {span or span_of(batch)}.")
         request = self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
         # `constrained`: the engine decodes the reply under the format's grammar for this batch
         return dataclasses.replace(request, constraint=self.reply.grammar(batch)) if self.constrained else request
 
-    @staticmethod
-    def _span(batch: Sequence[Record]) -> str:
-        return f"record {batch[0].pos}" if len(batch) == 1 else f"records {batch[0].pos} to {batch[-1].pos}"
-
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str], purpose: str, span: str | None = None
              ) -> tuple[dict[int, RecordExtraction], dict[int, str]]:
-        prediction = calls.answer(self.batch_request(batch, catalogue, problems, span), span or self._span(batch),
+        prediction = calls.answer(self.batch_request(batch, catalogue, problems, span), span or span_of(batch),
                                   purpose)
         accepted, rejected = self.reply.parse(prediction.raw or "", batch)
         if self.subject_first:

@@ -8,6 +8,7 @@ through the real transformers reader path."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -223,7 +224,20 @@ def test_rules_are_induced_reviewed_applied_and_the_rest_extracted_directly(serv
     assert frozen["hybrid"] == summary and frozen["cost"] == cost
 
 
-def test_checks_find_the_forms_an_over_general_rule_misreads(server, tmp_path):
+def named_records(oracle: GrammarOracle) -> list[tuple[list[int], list[int]]]:
+    """Per extraction request: the records it shows, in order, and those its last line names
+    ("records 3 to 6": each of them; "records 2, 4 and 7": those)."""
+    out = []
+    for user, call in zip(oracle.users, oracle.calls):
+        if call == "batch":
+            shown = [int(pos) for pos in re.findall(r"^(\d+)\. ", user, re.MULTILINE)]
+            last = user.rstrip().splitlines()[-1]
+            numbers = [int(n) for n in re.findall(r"\d+", last)]
+            out.append((shown, list(range(numbers[0], numbers[1] + 1)) if " to " in last else numbers))
+    return out
+
+
+def test_checks_find_the_forms_an_over_general_rule_misreads(server, oracle, tmp_path):
     history = History("located", "", tuple(Record(i, t) for i, t in enumerate(LOCATED, 1)))
     read = lambda e: [(t.subject, t.relation, t.object) for t in e.triples()]  # noqa: E731
     unchecked = make_hybrid(server.url, tmp_path / "unchecked", batch_records=2).extract(history)
@@ -234,6 +248,10 @@ def test_checks_find_the_forms_an_over_general_rule_misreads(server, tmp_path):
     assert [(r["rule"], r["readings"]) for r in summary["rejected"]] == [
         ("{S} is located in {O}.", {"is_located_in": 4, "null": 3})]
     assert [r["rule"] for r in summary["kept"]] == ["{S} is located in the country of {O}."]
+    # a round's due checks go first, yet each request shows its records in order and names them
+    requests = named_records(oracle)
+    assert any(shown != list(range(shown[0], shown[-1] + 1)) for shown, _ in requests)  # gaps happen
+    assert all(shown == sorted(shown) == named for shown, named in requests), requests
 
 
 def test_a_frozen_hybrid_extraction_reloads_identically_and_a_rerun_sends_nothing(server, tmp_path):

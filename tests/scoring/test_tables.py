@@ -109,8 +109,11 @@ def test_selection_vs_reader_separates_the_extraction_against_the_grammar_refere
     # A view the reference lacks (or lacks a question of) gets no counts rather than zeros.
     partial = {key: value for key, value in reference.items() if key != ("fact_bm25", "q1")}
     out = selection_vs_reader(items, ["cmc", "fact_bm25"], partial).set_index(["arm", "hop"])
-    assert math.isnan(out.loc[("fact_bm25", "mh"), "lost_to_extraction"])
+    assert pd.isna(out.loc[("fact_bm25", "mh"), "lost_to_extraction"])
     assert out.loc[("fact_bm25", "sh"), "lost_to_extraction"] == 2
+    # counts stay whole numbers beside a blank: "2", never "2.0", in the written table
+    csv = out.reset_index().to_csv(index=False).splitlines()
+    assert csv[-2].endswith(",3,2,1") and csv[-1].endswith(",,,"), csv
     # Without a reference (the grammar frontend's own table) the columns are absent.
     assert "lost_to_extraction" not in selection_vs_reader(items, ["cmc"]).columns
 
