@@ -1,7 +1,7 @@
 """Crash-safe store of reader predictions keyed by request id.
 
-SQLite in WAL mode: each put (or `put_all`) is one committed transaction, so a SIGKILL loses at most the
-generation in flight, and a rerun finds every finished one. A successful prediction is
+SQLite in WAL mode: each put (or `put_all`) is one committed transaction, so a SIGKILL loses
+at most the generation in flight, and a rerun finds every finished one. A successful prediction is
 final: later puts for its id are ignored. A recorded failure (error set) is kept for the
 bundle but replaced when a later run retries the request and gets an answer.
 """

@@ -53,9 +53,9 @@ def sealed_bundles(paths: list[Path]) -> list[Path]:
 
 
 def bundle_answers(bundle: Path) -> list[Prediction]:
-    """A verified bundle's predictions, each checked against the request it answers: one
-    prediction per sealed request, under that request's id (a prediction under an id no
-    request of the bundle has would sit in the store as an answer to nothing it asked)."""
+    """A verified bundle's predictions, each checked against the request it answers: its
+    question and request id must be a sealed request's (a prediction under an id no request
+    of the bundle has would sit in the store as an answer to nothing it asked)."""
     verify_seal(bundle)
     requests = {(r.get("question_id"), r.get("request_id")) for r in read_bundle_jsonl(bundle, "requests.jsonl")}
     where = bundle / "predictions.jsonl"

@@ -26,6 +26,16 @@ def import_bundle(bundle, store):
     return import_answers(bundle_answers(bundle), store)
 
 
+def assert_refused_before_any_write(bundle, tmp_path, match):
+    store = PredictionStore(tmp_path / "s.sqlite")
+    try:
+        with pytest.raises(DataError, match=match):
+            import_bundle(bundle, store)
+        assert len(store) == 0
+    finally:
+        store.close()
+
+
 def resealed_copy(tmp_path, change_rows):
     """A copy of QUICK whose predictions `change_rows` rewrites, sealed again: its seal
     verifies (a seal is an unkeyed digest: it finds corruption, not a forger's edit)."""
@@ -87,13 +97,7 @@ def test_a_bundle_whose_seal_does_not_verify_is_refused_before_anything_is_store
     row = json.loads(lines[-1])
     row["raw"] = "a forged answer"
     (bundle / "predictions.jsonl").write_text("\n".join([*lines[:-1], json.dumps(row)]) + "\n")
-    store = PredictionStore(tmp_path / "s.sqlite")
-    try:
-        with pytest.raises(DataError, match="predictions.jsonl"):
-            import_bundle(bundle, store)
-        assert len(store) == 0
-    finally:
-        store.close()
+    assert_refused_before_any_write(bundle, tmp_path, "predictions.jsonl")
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no sealed bundle"):
         sealed_bundles([tmp_path / "empty"])
@@ -113,13 +117,7 @@ def test_an_answer_under_an_id_no_request_holds_is_refused_and_nothing_is_stored
 
 def test_an_unreadable_answer_stops_the_import_before_any_write(tmp_path):
     broken = resealed_copy(tmp_path, lambda rows: [*rows[:-1], {**rows[-1], "raw": None, "error": None}])
-    store = PredictionStore(tmp_path / "s.sqlite")
-    try:
-        with pytest.raises(DataError, match="row"):
-            import_bundle(broken, store)
-        assert len(store) == 0
-    finally:
-        store.close()
+    assert_refused_before_any_write(broken, tmp_path, "row")
 
 
 def test_a_staging_folder_left_by_a_killed_seal_is_not_imported(tmp_path):
