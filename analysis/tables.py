@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from analysis.diagnostics import gold_in_text
+from analysis.generation_cost import engine_label
 from cmc.evidence import rebuild_text
 from cmc.frontends import frontend_kind
 from cmc.records import History, Question
@@ -33,7 +34,8 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
     `answer_in_evidence` whether it holds the parsed answer (a wrong answer found there is a
     value the reader was shown and chose, not one it made up)."""
     seal = verify_seal(bundle)
-    config = read_manifest(bundle)["config"]
+    manifest = read_manifest(bundle)
+    config, engine = manifest["config"], engine_label(manifest.get("reader_pin") or {})
     evidence = {r["question_id"]: r for r in read_bundle_jsonl(bundle, "evidence.jsonl")}
     rows = []
     for qid, output in question_outputs(bundle, evidence).items():
@@ -42,8 +44,8 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
         gold = {} if histories is None else evidence_flags(
             rebuild_text(histories[question.history_id], evidence[qid]), labels[qid], scored["parsed"])
         rows.append({
-            "arm": config["arm"]["name"], "reader": config["reader"]["name"], "frontend": config["frontend"]["name"],
-            "question_id": qid, "hop": question.hop, "length": question.length,
+            "arm": config["arm"]["name"], "reader": config["reader"]["name"], "engine": engine,
+            "frontend": config["frontend"]["name"], "question_id": qid, "hop": question.hop, "length": question.length,
             "cluster": CLUSTER_KEYS[cluster](question),
             "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
             **{key: output[key] for key in ("input_tokens", "truncated", "error")}, "seal": seal, **gold,
@@ -181,22 +183,25 @@ def key_change_strata(items: pd.DataFrame, changed: Mapping[str, bool], arms: Se
 
 
 def reader_grid(items: pd.DataFrame, paper: Mapping[str, Any] | None = None) -> pd.DataFrame:
-    """Table 2's shape: one row per (reader, frontend), SH / MH accuracy per view.
+    """Table 2's shape: one row per (reader, engine, frontend), SH / MH accuracy per view. The
+    engine is a key, never pooled: one reader name runs as float32 in Table 1 and bfloat16 in
+    the LLM-frontend runs, and their answers differ.
 
     `paper` ({"view", "n", "correct": {frontend kind: count}}) adds, per row, that view's
     correct answers over all its questions beside the paper's count for the same kind of
     frontend (grammar, llm, hybrid: a frontend's name up to its first '_'); the paper states
     Table 7 as counts. A row over another number of questions gets no paper count."""
-    acc = accuracy(items, ["reader", "frontend", "arm", "hop"])
+    keys = ["reader", "engine", "frontend"]
+    acc = accuracy(items, [*keys, "arm", "hop"])
     acc["column"] = acc["arm"] + " " + acc["hop"].str.upper()
-    grid = acc.pivot_table(index=["reader", "frontend"], columns="column", values="accuracy", sort=False)
+    grid = acc.pivot_table(index=keys, columns="column", values="accuracy", sort=False)
     grid = grid.round(2).reset_index()
     if paper is None:
         return grid
     view = paper["view"]
-    counts = (items[items["arm"] == view].groupby(["reader", "frontend"], sort=False)["substring_em"]
+    counts = (items[items["arm"] == view].groupby(keys, sort=False)["substring_em"]
               .agg(correct="sum", n="size").reset_index())
-    grid = grid.merge(counts.rename(columns={"correct": f"{view} correct"}), on=["reader", "frontend"], how="left")
+    grid = grid.merge(counts.rename(columns={"correct": f"{view} correct"}), on=keys, how="left")
     kind = grid["frontend"].map(frontend_kind)
     grid["paper correct"] = [paper["correct"].get(k) if n == paper["n"] else None for k, n in zip(kind, grid["n"])]
     return grid

@@ -15,7 +15,7 @@ def items():
     for i in range(8):
         hop = "sh" if i % 2 == 0 else "mh"
         for arm, correct in (("cmc", 1), ("fact_bm25", int(hop == "sh"))):
-            rows.append({"arm": arm, "reader": "r", "frontend": "grammar", "question_id": f"q{i}", "hop": hop,
+            rows.append({"arm": arm, "reader": "r", "engine": "transformers bfloat16", "frontend": "grammar", "question_id": f"q{i}", "hop": hop,
                          "length": ["6k", "262k"][i % 4 // 2], "cluster": f"c{i // 2}", "substring_em": correct,
                          "strict_em": correct, "input_tokens": 100 if arm == "cmc" else 900, "truncated": False})
     return pd.DataFrame(rows)
@@ -50,6 +50,15 @@ def test_key_change_strata_and_reader_grid(items):
     grid = reader_grid(pd.concat([items, items.assign(reader="s", substring_em=0)]))
     assert list(grid["reader"]) == ["r", "s"] and grid.loc[grid.reader == "s", "cmc MH"].item() == 0.0
     assert "paper correct" not in grid
+
+
+def test_reader_grid_never_pools_one_reader_name_run_on_two_engines(items):
+    """Table 1's grammar runs are float32, the LLM-frontend runs bfloat16: same reader name,
+    different answers, so each engine keeps its own row."""
+    fp32 = items.assign(engine="transformers float32", substring_em=0)
+    grid = reader_grid(pd.concat([items, fp32])).set_index("engine")
+    assert len(grid) == 2 and set(grid["reader"]) == {"r"}
+    assert grid.loc["transformers float32", "cmc SH"] == 0.0 and grid.loc["transformers bfloat16", "cmc SH"] == 100.0
 
 
 def test_reader_grid_counts_correct_answers_beside_the_papers_for_the_same_frontend_kind(items):
