@@ -338,6 +338,7 @@ def test_tables_and_figures_from_tiny_reader_bundles(tmp_path_factory, tiny_mode
     assert [(row["view"], row["n"]) for row in other] == [("cmc", "40")]
     grid = list(csv.DictReader((tables / "table1_t40_readers.csv").open()))
     assert sorted(row["reader"] for row in grid) == ["local", "local2"]
+    assert all(row["engine"].startswith("transformers ") for row in grid)  # from each bundle's reader pin
     missing = subprocess.run([sys.executable, "-m", "harness.cli", "tables", "table1", "--bundles", str(tmp / "results" / "bundles"),
                               "--population", "t40"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode != 0 and '"reader":"qwen25_coder_15b"' in missing.stderr and "local2" in missing.stderr
