@@ -20,17 +20,20 @@ def _csv(items: Sequence[str]) -> str:
     return ",".join(str(item) for item in items)
 
 
-def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | None = None) -> str:
-    """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt}}`: one run folder
-    per extractor, reply format and extraction prompt (the JSON format, the first one, keeps
-    the plain name; a prompt other than the format's own adds its name: lines with
-    extract_lines_examples gives llm_lines_examples_<extractor>, json with it
-    llm_json_lines_examples_<extractor>)."""
+def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | None = None,
+                   constrained: bool = False) -> str:
+    """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt},${.constrained}}`: one
+    run folder per extractor, reply format, extraction prompt and decoding (the JSON format, the
+    first one, keeps the plain name; a prompt other than the format's own adds its name: lines
+    with extract_lines_examples gives llm_lines_examples_<extractor>, json with it
+    llm_json_lines_examples_<extractor>; decoding under the reply's grammar adds `constrained`:
+    llm_lines_examples_constrained_<extractor>), so runs that differ in these never share a
+    folder and a table names what it reads."""
     from cmc.frontends.llm_replies import REPLY_FORMATS
 
     default = REPLY_FORMATS[reply_format].prompt if reply_format in REPLY_FORMATS else None
     own = prompt.removeprefix("extract_").removeprefix(f"{reply_format}_") if prompt not in (None, default) else ""
-    style = f"{reply_format}_{own}" if own else reply_format
+    style = "_".join(part for part in (reply_format, own, "constrained" if constrained else "") if part)
     return f"{kind}_{extractor}" if style == "json" else f"{kind}_{style}_{extractor}"
 
 

@@ -121,6 +121,8 @@ EXTRACTOR = "reader@frontend.extractor=qwen25_coder_15b_llamacpp"
     ("llm", (EXTRACTOR,)),
     ("llm", (EXTRACTOR, "frontend.reply_format=lines", "frontend.prompt=extract_lines_examples")),
     ("hybrid", (EXTRACTOR, "frontend.reply_format=lines")),
+    ("hybrid", (EXTRACTOR, "frontend.reply_format=lines", "frontend.prompt=extract_lines_examples",
+                "frontend.constrained=true")),
 ])
 def test_a_composed_frontend_name_reads_back_as_its_kind(kind, overrides):
     """Tables set a frontend beside the paper's figures for its kind, read from the name the
@@ -129,3 +131,14 @@ def test_a_composed_frontend_name_reads_back_as_its_kind(kind, overrides):
 
     name = compose_config(f"frontend={kind}", *overrides).frontend.name
     assert frontend_kind(name) == kind, name
+
+
+@pytest.mark.parametrize("kind", ["llm", "hybrid"])
+def test_constrained_decoding_gets_its_own_run_folder(kind):
+    """A constrained extraction is another frontend's reading (another fingerprint): its runs
+    and tables must not share a name with the unconstrained one, whose name stays as it was."""
+    base = (f"frontend={kind}", EXTRACTOR, "frontend.reply_format=lines", "frontend.prompt=extract_lines_examples")
+    plain = compose_config(*base).frontend.name
+    constrained = compose_config(*base, "frontend.constrained=true").frontend.name
+    assert plain == f"{kind}_lines_examples_qwen25_coder_15b_llamacpp"
+    assert constrained == f"{kind}_lines_examples_constrained_qwen25_coder_15b_llamacpp"
