@@ -31,7 +31,7 @@ from cmc.frontends.alignment import ALIGN_MODES, Alignment
 from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn, span_of
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
-from cmc.frontends.reply_grammar import GRAMMAR_VERSION
+from cmc.frontends.reply_grammar import GRAMMAR_VERSION, SPAN_ORDERS
 from cmc.frontends.tightening import TIGHTEN_VERSION
 from cmc.records import History, Record
 from common.calls import Reader, Request
@@ -65,6 +65,8 @@ class LLMFrontend(BatchedCalls, Alignment):
     After `prepare`, `metadata` holds what the frozen file records beside the records (the
     alignment, the cost; an older file may lack the cost). `constrained` decodes each batch
     under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
+    `span_order` (constrained lines only): `subject_first` makes the grammar start each object
+    after its subject, so an entity cannot be read as both; `any`, the default, keeps ids.
     `repair` asks a batch's rejected records one a call (`per_record`) or all in one (`batched`).
     `prompt` names another extraction prompt for the reply format (common/prompts/), such as
     one with worked examples; unset, the format's own (`extract_direct`, `extract_lines`).
@@ -85,7 +87,7 @@ class LLMFrontend(BatchedCalls, Alignment):
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
                  repair: str = "per_record", prompt: str | None = None, subject_first: bool = False,
-                 align: str = "llm", tighten: bool = False, sweep: bool = False) -> None:
+                 align: str = "llm", tighten: bool = False, sweep: bool = False, span_order: str = "any") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -94,13 +96,18 @@ class LLMFrontend(BatchedCalls, Alignment):
             raise ValueError(f"align must be one of {', '.join(ALIGN_MODES)}, got {align!r}")
         if repair not in REPAIR_MODES:
             raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, got {repair!r}")
+        if span_order not in SPAN_ORDERS:
+            raise ValueError(f"span_order must be one of {', '.join(SPAN_ORDERS)}, got {span_order!r}")
+        if span_order != "any" and not (constrained and span_order in REPLY_FORMATS[reply_format].span_orders):
+            raise ValueError(f"span_order {span_order!r} needs constrained: true and a reply format whose grammar "
+                             f"orders spans (lines), got constrained={constrained}, reply_format={reply_format!r}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
         self.repair, self.align, self.subject_first, self.tighten = repair, align, subject_first, tighten
-        self.sweep = sweep
+        self.sweep, self.span_order = sweep, span_order
         self.tightened = 0  # triples whose spans the last extraction tightened
         self.turned: dict[int, int] = {}  # statement -> triples turned round in its last accepted answer
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
@@ -129,7 +136,8 @@ class LLMFrontend(BatchedCalls, Alignment):
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
-        grammar = {"reply_grammar": GRAMMAR_VERSION} if self.constrained else {}
+        order = {"span_order": self.span_order} if self.span_order != "any" else {}
+        grammar = {"reply_grammar": GRAMMAR_VERSION, **order} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
                 **self.repair_decisive(), **self.align_decisive(),
@@ -262,7 +270,9 @@ class LLMFrontend(BatchedCalls, Alignment):
         lines.append(f"{self.reply.ask} {span or span_of(batch)}.")
         request = self.extractor.prepare(self.extract_prompt, "\n".join(r.line() for r in batch), "\n".join(lines))
         # `constrained`: the engine decodes the reply under the format's grammar for this batch
-        return dataclasses.replace(request, constraint=self.reply.grammar(batch)) if self.constrained else request
+        if not self.constrained:
+            return request
+        return dataclasses.replace(request, constraint=self.reply.grammar(batch, self.span_order))
 
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str], purpose: str, span: str | None = None
