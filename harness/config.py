@@ -21,19 +21,21 @@ def _csv(items: Sequence[str]) -> str:
 
 
 def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | None = None,
-                   constrained: bool = False, span_order: str = "any") -> str:
-    """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt},${.constrained},${.span_order}}`:
+                   constrained: bool = False, object_position: str = "any") -> str:
+    """`${frontend_name:llm,${.extractor.name},${.reply_format},${.prompt},${.constrained},${.object_position}}`:
     one run folder per extractor, reply format, extraction prompt and decoding (the JSON format,
     the first one, keeps the plain name; a prompt other than the format's own adds its name:
     lines with extract_lines_examples gives llm_lines_examples_<extractor>, json with it
     llm_json_lines_examples_<extractor>; decoding under the reply's grammar adds `constrained`:
-    llm_lines_examples_constrained_<extractor>, and `ordered` with span_order subject_first), so
-    runs that differ in these never share a folder and a table names what it reads."""
+    llm_lines_examples_constrained_<extractor>, and an object position other than `any` its name:
+    llm_lines_examples_constrained_apart_<extractor>), so runs that differ in these never share
+    a folder and a table names what it reads."""
     from cmc.frontends.llm_replies import REPLY_FORMATS
 
     default = REPLY_FORMATS[reply_format].prompt if reply_format in REPLY_FORMATS else None
     own = prompt.removeprefix("extract_").removeprefix(f"{reply_format}_") if prompt not in (None, default) else ""
-    decoding = ("constrained" if constrained else "") + ("_ordered" if constrained and span_order != "any" else "")
+    decoding = ("constrained" if constrained else "") + (f"_{object_position}" if constrained and object_position != "any"
+                                                         else "")
     style = "_".join(part for part in (reply_format, own, decoding) if part)
     return f"{kind}_{extractor}" if style == "json" else f"{kind}_{style}_{extractor}"
 

@@ -124,7 +124,7 @@ EXTRACTOR = "reader@frontend.extractor=qwen25_coder_15b_llamacpp"
     ("hybrid", (EXTRACTOR, "frontend.reply_format=lines", "frontend.prompt=extract_lines_examples",
                 "frontend.constrained=true")),
     ("llm", (EXTRACTOR, "frontend.reply_format=lines", "frontend.constrained=true",
-             "frontend.span_order=subject_first")),
+             "frontend.object_position=apart")),
 ])
 def test_a_composed_frontend_name_reads_back_as_its_kind(kind, overrides):
     """Tables set a frontend beside the paper's figures for its kind, read from the name the
@@ -144,5 +144,5 @@ def test_constrained_decoding_gets_its_own_run_folder(kind):
     constrained = compose_config(*base, "frontend.constrained=true").frontend.name
     assert plain == f"{kind}_lines_examples_qwen25_coder_15b_llamacpp"
     assert constrained == f"{kind}_lines_examples_constrained_qwen25_coder_15b_llamacpp"
-    ordered = compose_config(*base, "frontend.constrained=true", "frontend.span_order=subject_first").frontend.name
-    assert ordered == f"{kind}_lines_examples_constrained_ordered_qwen25_coder_15b_llamacpp"
+    apart = compose_config(*base, "frontend.constrained=true", "frontend.object_position=apart").frontend.name
+    assert apart == f"{kind}_lines_examples_constrained_apart_qwen25_coder_15b_llamacpp"

@@ -31,7 +31,7 @@ from cmc.frontends.alignment import ALIGN_MODES, Alignment
 from cmc.frontends.batched import REPAIR_MODES, SWEEP_VERSION, BatchedCalls, learn, span_of
 from cmc.frontends.frozen import read_frozen, records_sha256, write_frozen
 from cmc.frontends.llm_replies import LINES_PARSER_VERSION, PARSER_VERSION, REPLY_FORMATS, subject_named_first
-from cmc.frontends.reply_grammar import GRAMMAR_VERSION, SPAN_ORDERS
+from cmc.frontends.reply_grammar import GRAMMAR_VERSION, OBJECT_POSITIONS
 from cmc.frontends.tightening import TIGHTEN_VERSION
 from cmc.records import History, Record
 from common.calls import Reader, Request
@@ -65,8 +65,9 @@ class LLMFrontend(BatchedCalls, Alignment):
     After `prepare`, `metadata` holds what the frozen file records beside the records (the
     alignment, the cost; an older file may lack the cost). `constrained` decodes each batch
     under its reply format's grammar (cmc/frontends/reply_grammar.py); off, ids stay as before.
-    `span_order` (constrained lines only): `subject_first` makes the grammar start each object
-    after its subject, so an entity cannot be read as both; `any`, the default, keeps ids.
+    `object_position` (constrained lines only) is where the grammar lets each object lie against
+    its subject: `any` span of the record (the default; ids as before), `after_subject`, or
+    `apart` from it, before or after (reply_grammar.OBJECT_POSITIONS).
     `repair` asks a batch's rejected records one a call (`per_record`) or all in one (`batched`).
     `prompt` names another extraction prompt for the reply format (common/prompts/), such as
     one with worked examples; unset, the format's own (`extract_direct`, `extract_lines`).
@@ -87,7 +88,7 @@ class LLMFrontend(BatchedCalls, Alignment):
                  batch_records: int = 20, repair_rounds: int = 1, frozen: str | None = None,
                  empty_fallback: str = "history", reply_format: str = "json", constrained: bool = False,
                  repair: str = "per_record", prompt: str | None = None, subject_first: bool = False,
-                 align: str = "llm", tighten: bool = False, sweep: bool = False, span_order: str = "any") -> None:
+                 align: str = "llm", tighten: bool = False, sweep: bool = False, object_position: str = "any") -> None:
         if batch_records < 1 or repair_rounds < 0:
             raise ValueError(f"batch_records must be >= 1 and repair_rounds >= 0, got {batch_records}, {repair_rounds}")
         if reply_format not in REPLY_FORMATS:
@@ -96,10 +97,10 @@ class LLMFrontend(BatchedCalls, Alignment):
             raise ValueError(f"align must be one of {', '.join(ALIGN_MODES)}, got {align!r}")
         if repair not in REPAIR_MODES:
             raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, got {repair!r}")
-        if span_order not in SPAN_ORDERS:
-            raise ValueError(f"span_order must be one of {', '.join(SPAN_ORDERS)}, got {span_order!r}")
-        if span_order != "any" and not (constrained and span_order in REPLY_FORMATS[reply_format].span_orders):
-            raise ValueError(f"span_order {span_order!r} needs constrained: true and a reply format whose grammar "
+        if object_position not in OBJECT_POSITIONS:
+            raise ValueError(f"object_position must be one of {', '.join(OBJECT_POSITIONS)}, got {object_position!r}")
+        if object_position != "any" and not (constrained and object_position in REPLY_FORMATS[reply_format].object_positions):
+            raise ValueError(f"object_position {object_position!r} needs constrained: true and a reply format whose grammar "
                              f"orders spans (lines), got constrained={constrained}, reply_format={reply_format!r}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
@@ -107,7 +108,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         self.frozen = Path(frozen) if frozen else None
         self.reply_format, self.reply, self.constrained = reply_format, REPLY_FORMATS[reply_format], constrained
         self.repair, self.align, self.subject_first, self.tighten = repair, align, subject_first, tighten
-        self.sweep, self.span_order = sweep, span_order
+        self.sweep, self.object_position = sweep, object_position
         self.tightened = 0  # triples whose spans the last extraction tightened
         self.turned: dict[int, int] = {}  # statement -> triples turned round in its last accepted answer
         self.extract_prompt = load_prompt(prompt or self.reply.prompt)
@@ -136,7 +137,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
-        order = {"span_order": self.span_order} if self.span_order != "any" else {}
+        order = {"object_position": self.object_position} if self.object_position != "any" else {}
         grammar = {"reply_grammar": GRAMMAR_VERSION, **order} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
@@ -272,7 +273,7 @@ class LLMFrontend(BatchedCalls, Alignment):
         # `constrained`: the engine decodes the reply under the format's grammar for this batch
         if not self.constrained:
             return request
-        return dataclasses.replace(request, constraint=self.reply.grammar(batch, self.span_order))
+        return dataclasses.replace(request, constraint=self.reply.grammar(batch, self.object_position))
 
     def _ask(self, calls: ExtractorCalls, batch: Sequence[Record], catalogue: dict[str, str],
              problems: dict[int, str], purpose: str, span: str | None = None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from cmc.extraction import STATUSES, RecordExtraction, Triple
-from cmc.frontends.reply_grammar import SPAN_ORDERS, json_schema, lines_grammar
+from cmc.frontends.reply_grammar import OBJECT_POSITIONS, json_schema, lines_grammar
 from cmc.normalize import entity_key
 from cmc.records import Record
 from common.calls import Constraint
@@ -173,12 +173,12 @@ class ReplyFormat:
     ask: str           # the request's last line, before the records' span
     parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
     grammar: Callable[[Sequence[Record], str], Constraint]  # a batch's reply grammar (`constrained`), by span order
-    span_orders: tuple[str, ...]  # the span orders its grammar can enforce (reply_grammar.SPAN_ORDERS)
+    object_positions: tuple[str, ...]  # the object positions its grammar can enforce (reply_grammar.OBJECT_POSITIONS)
 
 
 REPLY_FORMATS = {"json": ReplyFormat("extract_direct", "Give the JSON for", parse_reply, json_schema, ("any",)),
                  "lines": ReplyFormat("extract_lines", "Write the lines for", parse_lines_reply, lines_grammar,
-                                      SPAN_ORDERS)}
+                                      OBJECT_POSITIONS)}
 
 
 def parse_alignment(raw: str, names: Sequence[str]) -> dict[str, str]:

@@ -3,24 +3,26 @@
 parser would reject for its shape cannot be decoded, and every subject and object is a
 literal span of its own record (whole words; in JSON at most MAX_SPAN_WORDS of them, as an
 enum, while the lines grammar spells any run of words with one rule per word). Replies are
-still parsed and validated (cmc/frontends/llm_replies.py) as the last check: a grammar cannot
-say that an object differs from its subject, or that one slot has one value.
+still parsed and validated (cmc/frontends/llm_replies.py) as the last check: a grammar of
+spans cannot say that one slot has one value, nor (with `any`) that an object differs from its
+subject.
 
 json: a JSON schema (one entry per record, in order, its id fixed). lines: a GBNF grammar (one
 block of lines per record, in order, each starting with its number). Bump GRAMMAR_VERSION when
 either accepts other replies: it is part of a constrained frontend's fingerprint.
 
-SPAN_ORDERS: `any` lets each slot be any span of the record; `subject_first` (lines only) makes
-the object start after the subject ends, so the one rejection `any` leaves to the validator, an
-entity given as both subject and object, cannot be decoded either. It assumes the record names
-its subject first, as every FactConsolidation form does (the `subject_first` option's
-convention); the grammar stays linear in the record's length.
+OBJECT_POSITIONS (lines only): `any` lets subject and object each be any span of the record, so
+one entity given as both still reaches the validator; `after_subject` makes the object start
+after the subject ends (the record names its subject first, as every FactConsolidation form
+does; linear in the record's words); `apart` lets the object lie before or after the subject
+but never share a word with it, so a model that names the later entity first can still be
+turned round by `subject_first` (quadratic: each subject's first word bounds an earlier object).
 """
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from cmc.records import Record
 from common.calls import Constraint
@@ -30,7 +32,7 @@ MAX_SPAN_WORDS = 10  # a subject or object longer than this is not an entity nam
 MAX_TRIPLES = 4  # per record: a record with more facts than this is better left to a repair
 RELATION_PATTERN = "[a-z][a-z0-9_]{0,31}"  # a snake_case slot name, as relation_slug writes it
 OTHER_STATUSES = ("unresolved", "no_fact")  # the statuses that come without triples
-SPAN_ORDERS = ("any", "subject_first")  # where a triple's object may start: anywhere, or after its subject
+OBJECT_POSITIONS = ("any", "after_subject", "apart")  # where a triple's object may lie, relative to its subject
 _WORD = re.compile(r"\w+\.(?=\w)|\w+")  # "D.C": the period inside an abbreviation stays in it
 _PERIOD_AFTER = re.compile(r"\.(?=\s+\S)")  # "Inc." inside a sentence; a sentence's last period is not a name's
 
@@ -65,12 +67,12 @@ def spans(text: str) -> list[str]:
     return list(out)
 
 
-def json_schema(batch: Sequence[Record], span_order: str = "any") -> Constraint:
+def json_schema(batch: Sequence[Record], object_position: str = "any") -> Constraint:
     """The json reply's schema for this batch: {"records": [one entry per record, in order]},
     an entry being {"id", "status": "facts", "triples"} or {"id", "status": unresolved | no_fact}.
-    Only `any` span order: an enum per slot cannot tie the object's start to the subject's end."""
-    if span_order != "any":
-        raise ValueError(f"span_order {span_order!r} needs reply_format lines; the json schema orders no spans")
+    Only `any` object span: an enum per slot cannot tie the object's words to the subject's."""
+    if object_position != "any":
+        raise ValueError(f"object_position {object_position!r} needs reply_format lines; the json schema cannot tie two slots")
     def entry(record: Record) -> dict[str, Any]:
         span = {"enum": spans(record.text)}
         triple = {"type": "array", "prefixItems": [span, {"type": "string", "pattern": f"^{RELATION_PATTERN}$"}, span],
@@ -88,20 +90,19 @@ def _closed(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def lines_grammar(batch: Sequence[Record], span_order: str = "any") -> Constraint:
+def lines_grammar(batch: Sequence[Record], object_position: str = "any") -> Constraint:
     """The lines reply's GBNF for this batch: for each record in order, "N | unresolved",
-    "N | no_fact", or 1 to MAX_TRIPLES lines "N | subject | relation | object"; with
-    `subject_first`, each object is a span starting after its subject's last word."""
-    if span_order not in SPAN_ORDERS:
-        raise ValueError(f"span_order must be one of {', '.join(SPAN_ORDERS)}, got {span_order!r}")
+    "N | no_fact", or 1 to MAX_TRIPLES lines "N | subject | relation | object", the object
+    where `object_position` lets it lie (OBJECT_POSITIONS)."""
+    if object_position not in OBJECT_POSITIONS:
+        raise ValueError(f"object_position must be one of {', '.join(OBJECT_POSITIONS)}, got {object_position!r}")
     rules = [f"root ::= {' '.join(f'r{r.pos}' for r in batch)}",
              f"status ::= {' | '.join(_literal(s) for s in OTHER_STATUSES)}",
              "relation ::= [a-z] [a-z0-9_]{0,31}"]
     for record in batch:
         head = _literal(f"{record.pos} | ")
         options = ["status"]
-        fact = _ordered_fact_rules(record) if span_order == "subject_first" else _any_fact_rules(record)
-        if fact:
+        if fact := _FACT_RULES[object_position](record, _words(record.text)):
             options.append(f'f{record.pos} ("\\n" {head} f{record.pos}){{0,{MAX_TRIPLES - 1}}}')
             rules += fact
         end = '"\\n"?' if record is batch[-1] else '"\\n"'  # the last record may end the reply at once
@@ -109,58 +110,102 @@ def lines_grammar(batch: Sequence[Record], span_order: str = "any") -> Constrain
     return Constraint("gbnf", "\n".join(rules) + "\n")
 
 
-def _any_fact_rules(record: Record) -> list[str]:
-    """f<pos> ::= span " | " relation " | " span, each span any span of the record (none
-    for a record without a word)."""
-    if not _WORD.search(record.text):
+Words = Sequence[tuple[int, int, int]]
+
+
+def _any_fact(record: Record, words: Words) -> list[str]:
+    """f<pos> ::= s<pos> " | " relation " | " s<pos>, s<pos> any span of the record (w<pos>-<i>:
+    a span from word i). None for a record without a word."""
+    if not words:
         return []
-    pos, starts = record.pos, " | ".join(_word_name(record, i) for i in range(len(_words(record.text))))
+    pos = record.pos
     return [f'f{pos} ::= s{pos} " | " relation " | " s{pos}',
-            f"s{pos} ::= {starts}", *_span_rules(record)]
+            f"s{pos} ::= {' | '.join(f'w{pos}-{i}' for i in range(len(words)))}",
+            *_span_rules(record.text, words, f"w{pos}-", len(words))]
 
 
-def _ordered_fact_rules(record: Record) -> list[str]:
-    """f<pos> ::= subject " | " relation " | " object, the object a span starting after the
-    subject's last word: a<pos>-<i> is a subject going on from word i (it ends there, with its
-    period if one follows, before the relation and an object from word i+1, or it goes on to
-    word i+1); o<pos>-<k> is a span starting at word k or later. Linear in the record's words;
-    none for a record of fewer than two words."""
-    words = _words(record.text)
+def _after_subject_fact(record: Record, words: Words) -> list[str]:
+    """f<pos> ::= a subject, then an object starting after the subject's last word. None for
+    a record of fewer than two words."""
     if len(words) < 2:
         return []
+    starts, rules = _forward(record, words)
+    return [f"f{record.pos} ::= {' | '.join(starts)}", *rules]
+
+
+def _apart_fact(record: Record, words: Words) -> list[str]:
+    """f<pos> ::= a subject, then an object after it or one ending before the subject's first
+    word. None for a record of fewer than two words."""
+    if len(words) < 2:
+        return []
+    forward, forward_rules = _forward(record, words)
+    backward, backward_rules = _backward(record, words)
+    return [f"f{record.pos} ::= {' | '.join(forward + backward)}", *forward_rules, *backward_rules]
+
+
+def _forward(record: Record, words: Words) -> tuple[list[str], list[str]]:
+    """Subjects followed by a later object: a<pos>-<j> is a subject going on from word j, which
+    ends there before an object o<pos>-<j+1> (a span from word j+1 or later) or goes on;
+    linear in the record's words."""
     pos, last = record.pos, len(words) - 1
-    rules = [f"f{pos} ::= {' | '.join(f'a{pos}-{i}' for i in range(last))}"]
-    for i, (start, end, with_period) in enumerate(words[:last]):
-        period = f"{_literal(record.text[end:with_period])}? " if with_period > end else ""
-        options = [f'{period}" | " relation " | " o{pos}-{i + 1}']
-        gap = record.text[end:words[i + 1][0]]
-        if i + 1 < last and "|" not in gap and "\n" not in gap:
-            options.append(f"{_literal(gap)} a{pos}-{i + 1}" if gap else f"a{pos}-{i + 1}")
-        rules.append(f"a{pos}-{i} ::= {_literal(record.text[start:end])} ({' | '.join(options)})")
-    rules += [f"o{pos}-{k} ::= {_word_name(record, k)}" + (f" | o{pos}-{k + 1}" if k < last else "")
-              for k in range(1, last + 1)]
-    return rules + _span_rules(record)[1:]
+    subjects = _subject_rules(record.text, words, f"a{pos}-", 0, last, lambda j: f"o{pos}-{j + 1}")
+    later = [f"o{pos}-{k} ::= w{pos}-{k}" + (f" | o{pos}-{k + 1}" if k < last else "") for k in range(1, last + 1)]
+    spans = _span_rules(record.text, words, f"w{pos}-", len(words), first=1)
+    return [f"a{pos}-{j}" for j in range(last)], subjects + later + spans
 
 
-def _word_name(record: Record, i: int) -> str:
-    return f"w{record.pos}-{i}"
+def _backward(record: Record, words: Words) -> tuple[list[str], list[str]]:
+    """Subjects followed by an earlier object: c<pos>-<s>-<j> is a subject that started at word
+    s and goes on from word j, then an object p<pos>-<s> (a span ending before word s);
+    quadratic in the record's words, as each subject's start bounds its object."""
+    pos, rules = record.pos, []
+    for s in range(1, len(words)):
+        rules += _subject_rules(record.text, words, f"c{pos}-{s}-", s, len(words), lambda j, s=s: f"p{pos}-{s}")
+        rules.append(f"p{pos}-{s} ::= {' | '.join(f'q{pos}-{s}-{m}' for m in range(s))}")
+        rules += _span_rules(record.text, words, f"q{pos}-{s}-", s)
+    return [f"c{pos}-{s}-{s}" for s in range(1, len(words))], rules
 
 
-def _span_rules(record: Record) -> list[str]:
-    """w<pos>-<i> for every word i of the record: a span starting at word i, which is that word, then optionally the record's text up to the next word and a span starting
-    there (so the grammar stays linear in the record's length)."""
-    words = _words(record.text)
-    name = lambda i: _word_name(record, i)  # noqa: E731
+def _subject_rules(text: str, words: Words, prefix: str, first: int, stop: int,
+                   object_after: Callable[[int], str]) -> list[str]:
+    """<prefix><j> for j in [first, stop): word j of a subject, which ends there (with its
+    period, if one follows inside the sentence) before the relation and the object rule
+    `object_after(j)`, or goes on to word j+1 while that is before `stop`."""
     rules = []
-    for i, (start, end, with_period) in enumerate(words):
-        endings = [_literal(record.text[end:with_period])] if with_period > end else []  # "Inc." ends here
-        if i + 1 < len(words):
-            gap = record.text[end:words[i + 1][0]]
-            if "|" not in gap and "\n" not in gap:
-                endings.append(f"{_literal(gap)} {name(i + 1)}" if gap else name(i + 1))
-        more = f" ({' | '.join(endings)})?" if endings else ""
-        rules.append(f"{name(i)} ::= {_literal(record.text[start:end])}{more}")
+    for j in range(first, stop):
+        start, end, with_period = words[j]
+        period = f"{_literal(text[end:with_period])}? " if with_period > end else ""
+        options = [f'{period}" | " relation " | " {object_after(j)}']
+        if j + 1 < stop and (gap := _gap(text, words, j)) is not None:
+            options.append(f"{_literal(gap)} {prefix}{j + 1}" if gap else f"{prefix}{j + 1}")
+        rules.append(f"{prefix}{j} ::= {_literal(text[start:end])} ({' | '.join(options)})")
     return rules
+
+
+def _span_rules(text: str, words: Words, prefix: str, stop: int, first: int = 0) -> list[str]:
+    """<prefix><i> for i in [first, stop): a span starting at word i and ending before word
+    `stop`, which is that word, then optionally the text up to the next word and a span
+    starting there (so the grammar stays linear in the span's range)."""
+    rules = []
+    for i in range(first, stop):
+        start, end, with_period = words[i]
+        endings = [_literal(text[end:with_period])] if with_period > end else []  # "Inc." ends here
+        if i + 1 < stop and (gap := _gap(text, words, i)) is not None:
+            endings.append(f"{_literal(gap)} {prefix}{i + 1}" if gap else f"{prefix}{i + 1}")
+        more = f" ({' | '.join(endings)})?" if endings else ""
+        rules.append(f"{prefix}{i} ::= {_literal(text[start:end])}{more}")
+    return rules
+
+
+def _gap(text: str, words: Words, i: int) -> str | None:
+    """The text between word i and the next, or None where no span may cross it (a '|' or a
+    line break, which the lines format reserves)."""
+    gap = text[words[i][1]:words[i + 1][0]]
+    return None if "|" in gap or "\n" in gap else gap
+
+
+_FACT_RULES: dict[str, Callable[[Record, Words], list[str]]] = {
+    "any": _any_fact, "after_subject": _after_subject_fact, "apart": _apart_fact}
 
 
 def _literal(text: str) -> str:

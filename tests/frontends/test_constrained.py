@@ -92,23 +92,23 @@ class DirectCalls:
         return prediction
 
 
-def malformed(reply_format: str, batch, raw: str, span_order: str = "any") -> int:
+def malformed(reply_format: str, batch, raw: str, object_position: str = "any") -> int:
     """Records of the batch whose reply the parser rejects for anything but a subject and
     object read from the same words (the one thing the `any` grammar leaves to the validator;
     under `subject_first`, for anything at all)."""
     _, problems = (parse_reply if reply_format == "json" else parse_lines_reply)(raw, batch)
-    return sum(span_order != "any" or "is not copied" not in why for why in problems.values())
+    return sum(object_position != "any" or "is not copied" not in why for why in problems.values())
 
 
 def run_batches(reader, tmp_path, reply_format: str, constrained: bool,
-                span_order: str = "any") -> tuple[int, DirectCalls]:
+                object_position: str = "any") -> tuple[int, DirectCalls]:
     front = LLMFrontend(reader, **work_dirs(tmp_path), reply_format=reply_format, constrained=constrained,
-                        repair_rounds=0, span_order=span_order)
+                        repair_rounds=0, object_position=object_position)
     calls = DirectCalls(reader)
     bad = 0
     for batch in BATCHES:
         front.extract_batch(calls, batch, {})
-        bad += malformed(reply_format, batch, calls.replies[-1], span_order)
+        bad += malformed(reply_format, batch, calls.replies[-1], object_position)
     return bad, calls
 
 
