@@ -34,8 +34,8 @@ def _frontend_name(kind: str, extractor: str, reply_format: str, prompt: str | N
 
     default = REPLY_FORMATS[reply_format].prompt if reply_format in REPLY_FORMATS else None
     own = prompt.removeprefix("extract_").removeprefix(f"{reply_format}_") if prompt not in (None, default) else ""
-    decoding = ("constrained" if constrained else "") + (f"_{object_position}" if constrained and object_position != "any"
-                                                         else "")
+    placed = f"_{object_position}" if constrained and object_position != "any" else ""
+    decoding = ("constrained" if constrained else "") + placed
     style = "_".join(part for part in (reply_format, own, decoding) if part)
     return f"{kind}_{extractor}" if style == "json" else f"{kind}_{style}_{extractor}"
 

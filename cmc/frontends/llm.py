@@ -99,9 +99,10 @@ class LLMFrontend(BatchedCalls, Alignment):
             raise ValueError(f"repair must be one of {', '.join(REPAIR_MODES)}, got {repair!r}")
         if object_position not in OBJECT_POSITIONS:
             raise ValueError(f"object_position must be one of {', '.join(OBJECT_POSITIONS)}, got {object_position!r}")
-        if object_position != "any" and not (constrained and object_position in REPLY_FORMATS[reply_format].object_positions):
-            raise ValueError(f"object_position {object_position!r} needs constrained: true and a reply format whose grammar "
-                             f"orders spans (lines), got constrained={constrained}, reply_format={reply_format!r}")
+        placed = constrained and object_position in REPLY_FORMATS[reply_format].object_positions
+        if object_position != "any" and not placed:
+            raise ValueError(f"object_position {object_position!r} needs constrained: true and a reply format whose "
+                             f"grammar places objects (lines), got constrained={constrained}, reply_format={reply_format!r}")
         self.extractor, self.name = extractor, name
         self.cache_dir, self.extractions_dir = Path(cache_dir), Path(extractions_dir)
         self.batch_records, self.repair_rounds, self.empty_fallback = batch_records, repair_rounds, empty_fallback
@@ -137,8 +138,8 @@ class LLMFrontend(BatchedCalls, Alignment):
         probes = [self.batch_request(example, {"capital": example[0].text}, {1: "example"}),
                   self._align_request({"capital": example[0].text, "capital_city": example[0].text})]
         lines = {"lines_parser": LINES_PARSER_VERSION} if self.reply_format == "lines" else {}
-        order = {"object_position": self.object_position} if self.object_position != "any" else {}
-        grammar = {"reply_grammar": GRAMMAR_VERSION, **order} if self.constrained else {}
+        position = {"object_position": self.object_position} if self.object_position != "any" else {}
+        grammar = {"reply_grammar": GRAMMAR_VERSION, **position} if self.constrained else {}
         return {"probes": [p.id for p in probes], "batch_records": self.batch_records,
                 "repair_rounds": self.repair_rounds, "parser": PARSER_VERSION, **lines, **grammar,
                 **self.repair_decisive(), **self.align_decisive(),

@@ -172,7 +172,7 @@ class ReplyFormat:
     prompt: str        # common/prompts/<prompt>.json
     ask: str           # the request's last line, before the records' span
     parse: Callable[[str, Sequence[Record]], tuple[dict[int, RecordExtraction], dict[int, str]]]
-    grammar: Callable[[Sequence[Record], str], Constraint]  # a batch's reply grammar (`constrained`), by span order
+    grammar: Callable[[Sequence[Record], str], Constraint]  # a batch's reply grammar (`constrained`), by object position
     object_positions: tuple[str, ...]  # the object positions its grammar can enforce (reply_grammar.OBJECT_POSITIONS)
 
 

@@ -72,7 +72,8 @@ def json_schema(batch: Sequence[Record], object_position: str = "any") -> Constr
     an entry being {"id", "status": "facts", "triples"} or {"id", "status": unresolved | no_fact}.
     Only `any` object span: an enum per slot cannot tie the object's words to the subject's."""
     if object_position != "any":
-        raise ValueError(f"object_position {object_position!r} needs reply_format lines; the json schema cannot tie two slots")
+        raise ValueError(f"object_position {object_position!r} needs reply_format lines; "
+                         "the json schema cannot tie two slots")
     def entry(record: Record) -> dict[str, Any]:
         span = {"enum": spans(record.text)}
         triple = {"type": "array", "prefixItems": [span, {"type": "string", "pattern": f"^{RELATION_PATTERN}$"}, span],
