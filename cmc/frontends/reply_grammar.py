@@ -70,7 +70,7 @@ def spans(text: str) -> list[str]:
 def json_schema(batch: Sequence[Record], object_position: str = "any") -> Constraint:
     """The json reply's schema for this batch: {"records": [one entry per record, in order]},
     an entry being {"id", "status": "facts", "triples"} or {"id", "status": unresolved | no_fact}.
-    Only `any` object span: an enum per slot cannot tie the object's words to the subject's."""
+    Only `any` object position: an enum per slot cannot tie the object's words to the subject's."""
     if object_position != "any":
         raise ValueError(f"object_position {object_position!r} needs reply_format lines; "
                          "the json schema cannot tie two slots")
@@ -122,7 +122,7 @@ def _any_fact(record: Record, words: Words) -> list[str]:
     pos = record.pos
     return [f'f{pos} ::= s{pos} " | " relation " | " s{pos}',
             f"s{pos} ::= {' | '.join(f'w{pos}-{i}' for i in range(len(words)))}",
-            *_span_rules(record.text, words, f"w{pos}-", len(words))]
+            *_run_rules(record.text, words, f"w{pos}-", len(words))]
 
 
 def _after_subject_fact(record: Record, words: Words) -> list[str]:
@@ -149,9 +149,9 @@ def _forward(record: Record, words: Words) -> tuple[list[str], list[str]]:
     ends there before an object o<pos>-<j+1> (a span from word j+1 or later) or goes on;
     linear in the record's words."""
     pos, last = record.pos, len(words) - 1
-    subjects = _subject_rules(record.text, words, f"a{pos}-", 0, last, lambda j: f"o{pos}-{j + 1}")
+    subjects = _run_rules(record.text, words, f"a{pos}-", last, then=lambda j: f"o{pos}-{j + 1}")
     later = [f"o{pos}-{k} ::= w{pos}-{k}" + (f" | o{pos}-{k + 1}" if k < last else "") for k in range(1, last + 1)]
-    spans = _span_rules(record.text, words, f"w{pos}-", len(words), first=1)
+    spans = _run_rules(record.text, words, f"w{pos}-", len(words), first=1)
     return [f"a{pos}-{j}" for j in range(last)], subjects + later + spans
 
 
@@ -161,40 +161,33 @@ def _backward(record: Record, words: Words) -> tuple[list[str], list[str]]:
     quadratic in the record's words, as each subject's start bounds its object."""
     pos, rules = record.pos, []
     for s in range(1, len(words)):
-        rules += _subject_rules(record.text, words, f"c{pos}-{s}-", s, len(words), lambda j, s=s: f"p{pos}-{s}")
+        rules += _run_rules(record.text, words, f"c{pos}-{s}-", len(words), first=s, then=lambda j, s=s: f"p{pos}-{s}")
         rules.append(f"p{pos}-{s} ::= {' | '.join(f'q{pos}-{s}-{m}' for m in range(s))}")
-        rules += _span_rules(record.text, words, f"q{pos}-{s}-", s)
+        rules += _run_rules(record.text, words, f"q{pos}-{s}-", s)
     return [f"c{pos}-{s}-{s}" for s in range(1, len(words))], rules
 
 
-def _subject_rules(text: str, words: Words, prefix: str, first: int, stop: int,
-                   object_after: Callable[[int], str]) -> list[str]:
-    """<prefix><j> for j in [first, stop): word j of a subject, which ends there (with its
-    period, if one follows inside the sentence) before the relation and the object rule
-    `object_after(j)`, or goes on to word j+1 while that is before `stop`."""
-    rules = []
-    for j in range(first, stop):
-        start, end, with_period = words[j]
-        period = f"{_literal(text[end:with_period])}? " if with_period > end else ""
-        options = [f'{period}" | " relation " | " {object_after(j)}']
-        if j + 1 < stop and (gap := _gap(text, words, j)) is not None:
-            options.append(f"{_literal(gap)} {prefix}{j + 1}" if gap else f"{prefix}{j + 1}")
-        rules.append(f"{prefix}{j} ::= {_literal(text[start:end])} ({' | '.join(options)})")
-    return rules
-
-
-def _span_rules(text: str, words: Words, prefix: str, stop: int, first: int = 0) -> list[str]:
-    """<prefix><i> for i in [first, stop): a span starting at word i and ending before word
-    `stop`, which is that word, then optionally the text up to the next word and a span
-    starting there (so the grammar stays linear in the span's range)."""
+def _run_rules(text: str, words: Words, prefix: str, stop: int, first: int = 0,
+               then: Callable[[int], str] | None = None) -> list[str]:
+    """<prefix><i> for i in [first, stop): a run of words starting at word i and ending before
+    word `stop`: that word, then the text up to the next word and the run going on there, or
+    an end at this word (with its period, if one follows inside the sentence). A span (`then`
+    None) may end at any word, so the grammar stays linear in the run's range; a subject ends
+    only before the relation and the object rule `then(i)`."""
     rules = []
     for i in range(first, stop):
         start, end, with_period = words[i]
-        endings = [_literal(text[end:with_period])] if with_period > end else []  # "Inc." ends here
+        period = _literal(text[end:with_period]) if with_period > end else ""  # "Inc." may end here
+        go_on = []
         if i + 1 < stop and (gap := _gap(text, words, i)) is not None:
-            endings.append(f"{_literal(gap)} {prefix}{i + 1}" if gap else f"{prefix}{i + 1}")
-        more = f" ({' | '.join(endings)})?" if endings else ""
-        rules.append(f"{prefix}{i} ::= {_literal(text[start:end])}{more}")
+            go_on.append(f"{_literal(gap)} {prefix}{i + 1}" if gap else f"{prefix}{i + 1}")
+        if then is None:
+            endings = [period] * bool(period) + go_on
+            rest = f" ({' | '.join(endings)})?" if endings else ""
+        else:
+            ending = (f"{period}? " if period else "") + f'" | " relation " | " {then(i)}'
+            rest = f" ({' | '.join([ending] + go_on)})"
+        rules.append(f"{prefix}{i} ::= {_literal(text[start:end])}{rest}")
     return rules
 
 

@@ -95,7 +95,7 @@ class DirectCalls:
 def malformed(reply_format: str, batch, raw: str, object_position: str = "any") -> int:
     """Records of the batch whose reply the parser rejects for anything but a subject and
     object read from the same words (the one thing the `any` grammar leaves to the validator;
-    under `subject_first`, for anything at all)."""
+    under any other object position, for anything at all)."""
     _, problems = (parse_reply if reply_format == "json" else parse_lines_reply)(raw, batch)
     return sum(object_position != "any" or "is not copied" not in why for why in problems.values())
 
