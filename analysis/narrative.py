@@ -20,7 +20,7 @@ from cmc.frontends import frontend_kind
 from common.errors import DataError
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-SECTIONS = ("contrasts", "non_overflow", "selection", "key_change", "by_length", "coverage", "cost", "outcomes", "generation")
+SECTIONS = ("contrasts", "non_overflow", "selection", "extraction", "key_change", "by_length", "coverage", "cost", "outcomes", "generation")
 EXPERIMENTS = ("table", "depth", "ports")  # main tables' name prefixes (table1, table5, depth, ports, ...)
 # Generated files included whole, after the experiments: (title, path under results/).
 DIAGNOSTICS = (("Synthetic sweep (make synthetic)", "synthetic_sweep.md"),

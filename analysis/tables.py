@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from analysis.diagnostics import gold_in_text
+from analysis.extraction_effect import walk_positions
 from analysis.generation_cost import engine_label
 from cmc.evidence import rebuild_text
 from cmc.frontends import frontend_kind
@@ -32,7 +33,8 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
     come from LabelVault.open(bundle), which has verified the seal. With `histories`, a
     `gold_present` column says whether the evidence the reader saw holds a gold string, and
     `answer_in_evidence` whether it holds the parsed answer (a wrong answer found there is a
-    value the reader was shown and chose, not one it made up)."""
+    value the reader was shown and chose, not one it made up). `positions` are the records shown,
+    `walk` the positions of the edges a traversal view walked (None for other views)."""
     seal = verify_seal(bundle)
     manifest = read_manifest(bundle)
     config, engine = manifest["config"], engine_label(manifest.get("reader_pin") or {})
@@ -49,6 +51,7 @@ def bundle_items(bundle: Path, labels: Mapping[str, tuple[str, ...]], questions:
             "cluster": CLUSTER_KEYS[cluster](question),
             "substring_em": scored["substring_em"], "strict_em": scored["strict_em"], "parsed": scored["parsed"],
             **{key: output[key] for key in ("input_tokens", "truncated", "error")}, "seal": seal, **gold,
+            "positions": tuple(sorted(evidence[qid].get("positions", ()))), "walk": walk_positions(evidence[qid]),
             **{key: output[key] for key in ("calls", "output_tokens")},
         })
     return pd.DataFrame(rows)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from analysis.narrative import write_report
 from tests.conftest import ROOT
 
@@ -101,6 +103,34 @@ def test_an_llm_frontends_table_is_its_own_section_beside_the_papers_llm_cells(t
     assert "| cmc | 93.75 | 63.50 | 97.50 | 79.75 |" in grammar
     table1 = text.split("\n## table1\n", 1)[1].split("\n## ", 1)[0]
     assert "the paper's cells come from its direct LLM extraction, this table's from the grammar frontend" in table1
+
+
+EXTRACTION_HEADER = ("arm,hop,stratum,n,records_added,records_dropped,gold_here,gold_on_grammar,correct,"
+                     "correct_on_grammar\n")
+
+
+@pytest.mark.parametrize("same_reader", [True, False])
+def test_what_the_extraction_changes_is_told_per_stratum_only_against_the_same_reader(tmp_path, same_reader):
+    """The strata table goes in whole; a sentence per stratum sets its answers beside the
+    grammar's only where the grammar's bundle had the same reader (else the cell is blank)."""
+    tables = tmp_path / "tables"
+    shutil.copytree(TABLES, tables)
+    header = "view,n,SH,SH 95% CI,MH,MH 95% CI,Tokens,Trunc.\n"
+    _frontend_table(tables, "table7_llm_lines_x", "llm_lines_x", "cmc,800,90.0,\"[1, 2]\",60.0,\"[1, 2]\",300,0\n", header)
+    grammar = ("221", "33") if same_reader else ("", "")
+    _frontend_table(tables, "table7_llm_lines_x_extraction", "llm_lines_x",
+                    f"cmc,mh,same walk,328,18.1,0.0,290,289,154,{grammar[0]}\n"
+                    f"cmc,mh,walk differs,72,84.6,0.4,50,51,8,{grammar[1]}\n", EXTRACTION_HEADER)
+    text = write_report(tables, PAPER, tmp_path / "REPORT.md").read_text()
+    section = text.split("\n## table7_llm_lines_x\n", 1)[1].split("\n## ", 1)[0]
+    assert "### What the extraction changes in the packets" in section
+    assert "| rows of table7_llm_lines_x_extraction |" in section
+    lines = ("- cmc, mh, same walk (328 questions, 18.1 records added on average): 154 right here, 221 on the "
+             "grammar's extraction (-67).",
+             "- cmc, mh, walk differs (72 questions, 84.6 records added on average): 8 right here, 33 on the "
+             "grammar's extraction (-25).")
+    assert all((line in section) == same_reader for line in lines)
+    assert "\n## table7_llm_lines_x_extraction\n" not in text
 
 
 def test_the_order_control_sits_beside_the_papers_table12_on_all_800_only(tmp_path):
