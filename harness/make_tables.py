@@ -20,7 +20,6 @@ from typing import Any
 import pandas as pd
 
 from analysis.coverage import coverage_table
-from analysis.extraction_effect import extraction_effect
 from analysis.figures import accuracy_by_length, accuracy_vs_tokens, depth_curve, token_slices
 from analysis.generation_cost import engine_label, generation_table
 from analysis.interaction import non_overflow_table
@@ -34,7 +33,6 @@ from analysis.tables import (
     markdown,
     reader_grid,
     selected_keys,
-    selection_vs_reader,
     strict_table,
     view_table,
 )
@@ -43,6 +41,7 @@ from common.errors import DataError
 from common.io import atomic_write_text, canonical_json
 from common.locations import paper_dir
 from harness.config import compose
+from harness.grammar_reference import grammar_reference, write_extraction
 from provenance.bundle import read_bundle_jsonl, read_manifest, run_slice
 from provenance.vault import LabelVault
 
@@ -191,42 +190,6 @@ def write_reader_grid(chosen: Slice, vault: LabelVault, questions: dict, tables:
                 + (f" Paper correct: {paper['source']}." if compared else ""))
 
 
-def grammar_reference(chosen: Slice, vault: LabelVault, questions: dict, histories: Any) -> pd.DataFrame | None:
-    """The items of the same views on the experiment's default (grammar) frontend, so an LLM
-    frontend's tables can separate its extraction; None for the default frontend itself or when
-    none of its bundles is sealed. A one-call view's evidence does not depend on the reader, so
-    another reader's bundle serves when the wanted reader has none (its answers are then no
-    reference: extraction_effect checks); a multi-call method's (its trace) does, so only its own."""
-    default = chosen.defaults["frontend"]
-    if chosen.wanted["frontend"] == default:
-        return None
-    candidates = sorted((p for p in chosen.sealed if chosen.slices[p]["frontend"] == default
-                         and all(chosen.slices[p][k] == chosen.wanted[k] for k in ("dataset", "population"))),
-                        key=lambda p: (chosen.slices[p]["reader"] != chosen.wanted["reader"], str(p)))
-    by_arm: dict[str, Path] = {}
-    for bundle in candidates:
-        by_arm.setdefault(read_manifest(bundle)["config"]["arm"]["name"], bundle)
-    if not by_arm:
-        return None
-    items = experiment_items(by_arm.values(), vault, questions, chosen.cfg.experiment.cluster, histories)
-    return items[(items["reader"] == chosen.wanted["reader"]) | (items.groupby("arm")["calls"].transform("max") == 1)]
-
-
-def write_extraction(out: Tables, items: pd.DataFrame, views: list[str], reference: pd.DataFrame | None) -> None:
-    """Selection against reader, separated from the extraction where a grammar reference exists."""
-    gold = None if reference is None else {
-        (arm, qid): bool(present) for arm, qid, present in
-        zip(reference["arm"], reference["question_id"], reference["gold_present"])}
-    out.write(selection_vs_reader(items, views, gold), "_selection",
-              "gold string in the evidence, and answers right with and without it"
-              + ("; against the same view on the grammar frontend's extraction" if gold else ""))
-    if reference is not None:
-        effect = extraction_effect(items, reference, views)
-        if not effect.empty:
-            out.write(effect, "_extraction", "where the extraction changes the packet, against the same view "
-                                             "on the grammar frontend's extraction")
-
-
 def write_key_change(out: Tables, items: pd.DataFrame, by_arm: dict[str, Path]) -> None:
     """Table 12: the order control by key-change stratum, from the evidence traces."""
     if not {"cmc", "prior_read_refresh"} <= set(by_arm):
@@ -272,7 +235,8 @@ def tables_main(args: argparse.Namespace) -> int:
     write_contrasts(out, items, exp, by_arm, vault, questions, dataset.histories, args.n_boot)
     write_non_overflow(out, items)
     write_reader_grid(chosen, vault, questions, out.folder, experiment)
-    write_extraction(out, items, views, grammar_reference(chosen, vault, questions, dataset.histories))
+    write_extraction(out, items, views, grammar_reference(chosen, vault, questions, dataset.histories,
+                                                          Path(args.bundles)))
     write_key_change(out, items, by_arm)
     if items["calls"].max() > 1:  # a multi-call method among the views
         out.write(cost_table(items, views), "_cost", "reader calls and tokens per question")
