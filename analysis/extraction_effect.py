@@ -24,6 +24,7 @@ import pandas as pd
 
 STRATA = ("same packet", "same walk", "walk differs", "packet differs")
 COUNTS = ("gold_here", "gold_on_grammar", "correct", "correct_on_grammar")
+HOP_ORDER = {"sh": 0, "mh": 1}
 
 
 def walk_positions(packet: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -63,11 +64,10 @@ def extraction_effect(items: pd.DataFrame, reference: pd.DataFrame, views: Seque
         for here, grammar in pairs:
             by_stratum.setdefault(stratum(here, grammar), []).append((here, grammar))
         rows += [stratum_row(arm, hop, name, by_stratum[name], same_reader) for name in STRATA if name in by_stratum]
-    frame = pd.DataFrame(rows, columns=["arm", "hop", "stratum", "n", "records_added", "records_dropped", *COUNTS])
     order = {view: i for i, view in enumerate(views)}
-    frame = frame.sort_values(["arm", "hop"], key=lambda col: col.map(order).fillna(len(views)) if col.name == "arm"
-                              else col.map({"sh": 0, "mh": 1}).fillna(2), kind="stable")
-    return frame.astype({column: "Int64" for column in COUNTS}).reset_index(drop=True)
+    rows.sort(key=lambda row: (order.get(row["arm"], len(views)), HOP_ORDER.get(row["hop"], len(HOP_ORDER))))
+    frame = pd.DataFrame(rows, columns=["arm", "hop", "stratum", "n", "records_added", "records_dropped", *COUNTS])
+    return frame.astype({column: "Int64" for column in COUNTS})
 
 
 def stratum_row(arm: str, hop: str, name: str, pairs: list, same_reader: bool) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pandas as pd
 from analysis.extraction_effect import extraction_effect
 from analysis.generation_cost import engine_label
 from analysis.tables import experiment_items, selection_vs_reader
-from provenance.bundle import read_manifest, run_slice
+from provenance.bundle import manifest_slice, read_manifest
 from provenance.vault import LabelVault
 
 if TYPE_CHECKING:
@@ -40,11 +40,11 @@ def grammar_reference(chosen: "Slice", vault: LabelVault, questions: dict, histo
     for path in sorted(p for p in bundles_root.glob("*/*") if (p / "SEAL").is_file()):
         manifest = read_manifest(path)
         arm = manifest["config"]["arm"]
-        if arm["name"] in engine and own.get(arm["name"]) == arm and grammar_slice(chosen, run_slice(path)):
+        if arm["name"] in engine and own.get(arm["name"]) == arm and grammar_slice(chosen, manifest_slice(manifest)):
             pin_engine = engine_label(manifest.get("reader_pin") or {})
-            reader = manifest["config"]["reader"]["name"]
-            ranked.append(((reader != chosen.wanted["reader"], pin_engine != engine[arm["name"]],
-                            path.parent.name != chosen.cfg.experiment.name, str(path)), arm["name"], path))
+            ranked.append(((manifest["config"]["reader"]["name"] != chosen.wanted["reader"],
+                            pin_engine != engine[arm["name"]], path.parent.name != chosen.cfg.experiment.name,
+                            str(path)), arm["name"], path))
     by_arm: dict[str, Path] = {}
     for _, arm_name, path in sorted(ranked):
         by_arm.setdefault(arm_name, path)

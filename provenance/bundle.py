@@ -130,7 +130,11 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
 def run_slice(path: str | Path) -> dict[str, str]:
     """What a bundle shares with the other views of one table: everything in its run name but
     the arm. Tables and analyses select one slice, so two readers are never pooled."""
-    manifest = read_manifest(path)
+    return manifest_slice(read_manifest(path))
+
+
+def manifest_slice(manifest: dict[str, Any]) -> dict[str, str]:
+    """`run_slice` of a manifest already read."""
     config = manifest["config"]
     return {"dataset": config["dataset"]["name"], "frontend": config["frontend"]["name"],
             "population": manifest["population"]["name"], "reader": config["reader"]["name"]}
