@@ -108,16 +108,25 @@ def test_a_key_added_to_conf_at_its_class_default_is_not_a_difference():
         ["frontend.align", "frontend.prompt", "frontend.subject_first"]  # a key recorded, now gone: differs
 
 
+# What each committed frontend bundle's command set beyond the extractor (the examples prompt's sitting).
+EXAMPLES_SETTINGS = ("frontend.prompt=extract_lines_examples", "frontend.subject_first=true", "frontend.tighten=true",
+                     "frontend.align=forms", "frontend.repair=batched", "frontend.sweep=true")
+
+
 def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_command_set():
     import json
 
     from tests.conftest import ROOT
 
-    for manifest in sorted((ROOT / "results" / "bundles" / "table7").glob("*-*_lines_*/manifest.json")):
+    manifests = sorted((ROOT / "results" / "bundles" / "table7").glob("*-*_lines_*/manifest.json"))
+    assert len(manifests) >= 4
+    for manifest in manifests:
         config = json.loads(manifest.read_text())["config"]
         kind = config["frontend"]["name"].split("_")[0]
+        threads = config["frontend"]["extractor"]["n_threads"]
+        settings = EXAMPLES_SETTINGS if "_lines_examples_" in config["frontend"]["name"] else ()
         fresh = experiment_config(compose_config(
             "experiment=table7", f"frontend={kind}", f"population={config['population']['name']}", "arm=cmc",
             "reader@frontend.extractor=qwen25_coder_15b_llamacpp", "frontend.reply_format=lines",
-            f"frontend.extractor.n_threads={config['frontend']['extractor']['n_threads']}"))
+            f"frontend.extractor.n_threads={'null' if threads is None else threads}", *settings))
         assert [d for d in config_differences(config, fresh) if d.startswith("frontend")] == [], manifest
