@@ -108,9 +108,18 @@ def test_a_key_added_to_conf_at_its_class_default_is_not_a_difference():
         ["frontend.align", "frontend.prompt", "frontend.subject_first"]  # a key recorded, now gone: differs
 
 
-# What each committed frontend bundle's command set beyond the extractor (the examples prompt's sitting).
+# What each committed frontend bundle's command set beyond the extractor: the Makefile's LLM_EXAMPLES, and
+# its HYBRID's batched review under the reply grammar.
 EXAMPLES_SETTINGS = ("frontend.prompt=extract_lines_examples", "frontend.subject_first=true", "frontend.tighten=true",
                      "frontend.align=forms", "frontend.repair=batched", "frontend.sweep=true")
+CONSTRAINED_HYBRID_SETTINGS = (*EXAMPLES_SETTINGS, "frontend.review=batched", "frontend.constrained=true")
+
+
+def command_settings(frontend_name: str) -> tuple[str, ...]:
+    """The overrides a committed frontend bundle's run was given, read off its frontend's name."""
+    if frontend_name.startswith("hybrid_lines_examples_constrained_"):
+        return CONSTRAINED_HYBRID_SETTINGS
+    return EXAMPLES_SETTINGS if "_lines_examples_" in frontend_name else ()
 
 
 def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_command_set():
@@ -119,12 +128,12 @@ def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_com
     from tests.conftest import ROOT
 
     manifests = sorted((ROOT / "results" / "bundles" / "table7").glob("*-*_lines_*/manifest.json"))
-    assert len(manifests) >= 4
+    assert len(manifests) >= 5
     for manifest in manifests:
         config = json.loads(manifest.read_text())["config"]
         kind = config["frontend"]["name"].split("_")[0]
         threads = config["frontend"]["extractor"]["n_threads"]
-        settings = EXAMPLES_SETTINGS if "_lines_examples_" in config["frontend"]["name"] else ()
+        settings = command_settings(config["frontend"]["name"])
         fresh = experiment_config(compose_config(
             "experiment=table7", f"frontend={kind}", f"population={config['population']['name']}", "arm=cmc",
             "reader@frontend.extractor=qwen25_coder_15b_llamacpp", "frontend.reply_format=lines",
