@@ -108,18 +108,14 @@ def test_a_key_added_to_conf_at_its_class_default_is_not_a_difference():
         ["frontend.align", "frontend.prompt", "frontend.subject_first"]  # a key recorded, now gone: differs
 
 
-# What each committed frontend bundle's command set beyond the extractor: the Makefile's LLM_EXAMPLES, and
-# its HYBRID's batched review under the reply grammar.
-EXAMPLES_SETTINGS = ("frontend.prompt=extract_lines_examples", "frontend.subject_first=true", "frontend.tighten=true",
-                     "frontend.align=forms", "frontend.repair=batched", "frontend.sweep=true")
-CONSTRAINED_HYBRID_SETTINGS = (*EXAMPLES_SETTINGS, "frontend.review=batched", "frontend.constrained=true")
+def makefile_frontend_settings() -> dict[str, list[str]]:
+    """The frontend overrides `make llm-tables` gives each frontend it runs, by composed frontend name:
+    the committed examples bundles were made by those commands, so the Makefile is their record."""
+    from tests.cli.test_makefile import first_of_each_sweep, recipe_commands
 
-
-def command_settings(frontend_name: str) -> tuple[str, ...]:
-    """The overrides a committed frontend bundle's run was given, read off its frontend's name."""
-    if frontend_name.startswith("hybrid_lines_examples_constrained_"):
-        return CONSTRAINED_HYBRID_SETTINGS
-    return EXAMPLES_SETTINGS if "_lines_examples_" in frontend_name else ()
+    runs = [first_of_each_sweep(argv[1:]) for argv in recipe_commands("llm-tables") if argv[0] == "run"]
+    return {compose_config(*overrides).frontend.name: [o for o in overrides if o.startswith("frontend.")]
+            for overrides in runs}
 
 
 def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_command_set():
@@ -129,11 +125,12 @@ def test_the_committed_frontend_bundles_match_todays_conf_but_for_what_their_com
 
     manifests = sorted((ROOT / "results" / "bundles" / "table7").glob("*-*_lines_*/manifest.json"))
     assert len(manifests) >= 5
+    made_by = makefile_frontend_settings()
     for manifest in manifests:
         config = json.loads(manifest.read_text())["config"]
         kind = config["frontend"]["name"].split("_")[0]
         threads = config["frontend"]["extractor"]["n_threads"]
-        settings = command_settings(config["frontend"]["name"])
+        settings = made_by.get(config["frontend"]["name"], [])
         fresh = experiment_config(compose_config(
             "experiment=table7", f"frontend={kind}", f"population={config['population']['name']}", "arm=cmc",
             "reader@frontend.extractor=qwen25_coder_15b_llamacpp", "frontend.reply_format=lines",
